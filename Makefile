@@ -1,0 +1,42 @@
+# Two entry points: `make test` and `make serve`. Both set up everything on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := graphviz
+
+export HF_HUB_OFFLINE := 1
+
+.PHONY: test serve lint typecheck diagrams bench apt clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(MAKE) --no-print-directory apt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+test: $(STAMP)
+	$(BIN)/ruff check statecharts orchestrator tests bench
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q
+
+serve: $(STAMP)
+	@echo "make serve: the orchestrator service and Triton models are not built yet (issues 3, 4)" >&2
+	@exit 2
+
+diagrams: $(STAMP)
+	$(BIN)/turntaker diagrams --out docs/statecharts
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.protocol_decode
+
+clean:
+	rm -rf $(VENV)

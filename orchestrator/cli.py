@@ -1,0 +1,35 @@
+"""The `turntaker` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _diagrams(args: argparse.Namespace) -> int:
+    from statecharts.diagrams import write_all
+
+    for path in write_all(Path(args.out)):
+        print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="turntaker", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    diagrams = sub.add_parser("diagrams", help="write Mermaid and SVG for every statechart")
+    diagrams.add_argument("--out", default="docs/statecharts", help="output folder")
+    diagrams.set_defaults(func=_diagrams)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

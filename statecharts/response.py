@@ -1,0 +1,139 @@
+"""ResponseChart: the life of one response, from `response.created` to its last heard ms.
+
+Rules it guarantees (see ../shared/REALTIME_CONTRACT.md):
+
+- Rule 3, exactly one terminal: `SendResponseDone` is emitted only on a transition that leaves
+  `created` or `generating`; both are left at most once, so every response gets exactly one
+  `response.done` (completed, cancelled or failed). `draining` already sent its terminal.
+- Rule 2, fencing: `ForwardOutput` is emitted only by the `output` event while `generating`.
+  In every other state `output` has no transition and is dropped, so no delta of a response
+  reaches the client after it was interrupted, cancelled, failed or completed.
+- Rule 1, barge-in: `barge_in` while generating cancels the backend stream (`CancelInference`)
+  before anything else, clears the client's audio (`SendCleared`) and ends the response as
+  `cancelled` with reason `turn_detected`. While draining (generated, not yet heard in full)
+  it clears the audio and cuts the reply at what was heard.
+- Rule 4: `cancel` (a client's `response.cancel` or `output_audio_buffer.clear`) interrupts
+  only this response; which response a clear names is the SessionChart's decision.
+- Rule 5: history is written only by `CommitHistory`: `full` only after the whole reply was
+  played (`played`), or at completion when there is no audio to play; `cut` on every
+  interruption. A final state has no outgoing transition, so a later ACK can never undo a cut.
+- Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
+"""
+
+from __future__ import annotations
+
+from statemachine import State
+
+from statecharts.base import Chart
+from statecharts.effects import (
+    CancelInference,
+    CommitHistory,
+    ForwardOutput,
+    SendCleared,
+    SendResponseDone,
+    StartInference,
+)
+
+
+class ResponseChart(Chart):
+    """One response. `response_id` names it in every effect."""
+
+    created = State(initial=True)
+    generating = State()
+    draining = State()
+    done = State(final=True)
+    interrupted = State(final=True)
+    cancelled = State(final=True)
+    failed = State(final=True)
+
+    start = created.to(generating, on="_on_start")
+    output = generating.to.itself(internal=True, on="_on_output")
+    complete = generating.to(draining, cond="audio_pending", on="_on_complete") | generating.to(
+        done, on="_on_complete_unheard_nothing"
+    )
+    played = draining.to(done, on="_on_played")
+    barge_in = generating.to(interrupted, on="_on_stop_generating") | draining.to(
+        interrupted, on="_on_stop_draining"
+    )
+    cancel = (
+        created.to(cancelled, on="_on_cancel_before_start")
+        | generating.to(cancelled, on="_on_stop_generating")
+        | draining.to(cancelled, on="_on_stop_draining")
+    )
+    truncate = generating.to(cancelled, on="_on_truncate_generating") | draining.to(
+        done, on="_on_truncate_draining"
+    )
+    fail = created.to(failed, on="_on_fail") | generating.to(failed, on="_on_fail")
+
+    def __init__(self, response_id: str) -> None:
+        self.response_id = response_id
+        self.status: str | None = None
+        super().__init__()
+
+    # Guards ---------------------------------------------------------------------------
+    def audio_pending(self, audio_pending: bool = False) -> bool:
+        return audio_pending
+
+    # Actions --------------------------------------------------------------------------
+    def _done(self, status: str, reason: str | None) -> None:
+        self.status = status
+        self.emit(SendResponseDone(self.response_id, status, reason))  # type: ignore[arg-type]
+
+    def _on_start(self) -> None:
+        self.emit(StartInference(self.response_id))
+
+    def _on_output(self, chunk: object) -> None:
+        self.emit(ForwardOutput(self.response_id, chunk))
+
+    def _on_complete(self) -> None:
+        self._done("completed", None)
+
+    def _on_complete_unheard_nothing(self) -> None:
+        # Nothing to play (text only or empty): the reply is heard as soon as it is complete.
+        self._done("completed", None)
+        self.emit(CommitHistory(self.response_id, "full"))
+
+    def _on_played(self) -> None:
+        self.emit(CommitHistory(self.response_id, "full"))
+
+    def _on_stop_generating(self, event: str, reason: str | None = None) -> None:
+        # Cancel first: every later effect is cheap, the backend is the one still burning.
+        self.emit(CancelInference(self.response_id))
+        self.emit(SendCleared(self.response_id))
+        default = "turn_detected" if event == "barge_in" else "client_cancelled"
+        self._done("cancelled", reason or default)
+        self.emit(CommitHistory(self.response_id, "cut"))
+
+    def _on_stop_draining(self) -> None:
+        self.emit(SendCleared(self.response_id))
+        self.emit(CommitHistory(self.response_id, "cut"))
+
+    def _on_cancel_before_start(self, reason: str | None = None) -> None:
+        self._done("cancelled", reason or "client_cancelled")
+
+    def _on_truncate_generating(self, audio_end_ms: int) -> None:
+        self.emit(CancelInference(self.response_id))
+        self._done("cancelled", "truncated")
+        self.emit(CommitHistory(self.response_id, "cut", audio_end_ms))
+
+    def _on_truncate_draining(self, audio_end_ms: int) -> None:
+        self.emit(CommitHistory(self.response_id, "cut", audio_end_ms))
+
+    def _on_fail(self, reason: str = "backend_error") -> None:
+        self.emit(CancelInference(self.response_id))
+        self._done("failed", reason)
+        self.emit(CommitHistory(self.response_id, "cut"))
+
+    # Queries --------------------------------------------------------------------------
+    @property
+    def is_generating(self) -> bool:
+        return bool(self.generating.is_active)
+
+    @property
+    def is_live(self) -> bool:
+        """Generating, or generated with audio the client has not yet played in full."""
+        return bool(self.generating.is_active or self.draining.is_active)
+
+    @property
+    def is_terminal(self) -> bool:
+        return bool(self.is_terminated)

@@ -1,0 +1,30 @@
+"""The committed diagrams are what `turntaker diagrams` writes now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from statecharts.diagrams import normalize_svg, render_all
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "statecharts"
+
+
+@pytest.mark.parametrize("diagram", render_all(), ids=lambda d: d.name)
+def test_committed_diagrams_are_not_stale(diagram: object) -> None:
+    from statecharts.diagrams import Diagram
+
+    assert isinstance(diagram, Diagram)
+    mmd = DOCS / f"{diagram.name}.mmd"
+    svg = DOCS / f"{diagram.name}.svg"
+    assert mmd.read_text() == diagram.mermaid, "stale: run `turntaker diagrams`"
+    assert normalize_svg(svg.read_text()) == diagram.svg, "stale: run `turntaker diagrams`"
+
+
+def test_session_diagram_shows_the_required_states() -> None:
+    text = (DOCS / "session_chart.mmd").read_text()
+    for state in ("listening", "generating", "draining", "interrupted"):
+        assert f'as {state}' in text
+    svg = (DOCS / "session_chart.svg").read_text()
+    assert "<svg" in svg and "Interrupted" in svg and "Draining" in svg

@@ -1,0 +1,115 @@
+"""ResponseChart: one terminal, no output after interruption, history only when heard."""
+
+from __future__ import annotations
+
+import pytest
+
+from statecharts.effects import (
+    CancelInference,
+    CommitHistory,
+    ForwardOutput,
+    SendCleared,
+    SendResponseDone,
+    StartInference,
+)
+from statecharts.response import ResponseChart
+
+
+def generating(rid: str = "r1") -> ResponseChart:
+    chart = ResponseChart(rid)
+    assert chart.handle("start") == [StartInference(rid)]
+    return chart
+
+
+def dones(effects: list[object]) -> list[SendResponseDone]:
+    return [e for e in effects if isinstance(e, SendResponseDone)]
+
+
+def test_rule2_output_forwarded_only_while_generating() -> None:
+    chart = ResponseChart("r1")
+    assert chart.handle("output", chunk="early") == []
+    chart.handle("start")
+    assert chart.handle("output", chunk="a") == [ForwardOutput("r1", "a")]
+    chart.handle("barge_in")
+    assert chart.handle("output", chunk="late") == []
+
+
+def test_rule1_barge_in_cancels_backend_first_then_clears_and_ends_cancelled() -> None:
+    chart = generating()
+    effects = chart.handle("barge_in")
+    assert effects[0] == CancelInference("r1")
+    assert SendCleared("r1") in effects
+    assert dones(effects) == [SendResponseDone("r1", "cancelled", "turn_detected")]
+    assert CommitHistory("r1", "cut") in effects
+    assert chart.is_terminal and "interrupted" in chart.active
+
+
+def test_rule1_barge_in_while_draining_clears_without_second_terminal() -> None:
+    chart = generating()
+    assert dones(chart.handle("complete", audio_pending=True)) == [
+        SendResponseDone("r1", "completed")
+    ]
+    effects = chart.handle("barge_in")
+    assert effects == [SendCleared("r1"), CommitHistory("r1", "cut")]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        ["start", "complete"],
+        ["start", "barge_in", "cancel", "fail", "complete"],
+        ["cancel", "start", "complete"],
+        ["start", "fail", "barge_in"],
+        ["start", "complete_pending", "cancel", "played", "barge_in"],
+    ],
+)
+def test_rule3_exactly_one_terminal(events: list[str]) -> None:
+    chart = ResponseChart("r1")
+    terminals: list[SendResponseDone] = []
+    for event in events:
+        if event == "complete_pending":
+            terminals += dones(chart.handle("complete", audio_pending=True))
+        else:
+            terminals += dones(chart.handle(event))
+    assert len(terminals) == 1
+
+
+def test_rule4_cancel_before_start_is_cancelled_and_never_starts() -> None:
+    chart = ResponseChart("r1")
+    assert dones(chart.handle("cancel")) == [
+        SendResponseDone("r1", "cancelled", "client_cancelled")
+    ]
+    assert chart.handle("start") == []
+
+
+def test_rule5_full_history_only_after_played() -> None:
+    chart = generating()
+    effects = chart.handle("complete", audio_pending=True)
+    assert not [e for e in effects if isinstance(e, CommitHistory)]
+    assert chart.handle("played") == [CommitHistory("r1", "full")]
+
+
+def test_rule5_text_only_reply_is_heard_at_completion() -> None:
+    chart = generating()
+    assert CommitHistory("r1", "full") in chart.handle("complete", audio_pending=False)
+
+
+def test_rule5_cut_is_never_undone_by_a_later_full_play() -> None:
+    chart = generating()
+    chart.handle("complete", audio_pending=True)
+    chart.handle("cancel")
+    assert chart.handle("played") == []
+
+
+def test_rule5_truncate_while_draining_cuts_at_audio_end() -> None:
+    chart = generating()
+    chart.handle("complete", audio_pending=True)
+    assert chart.handle("truncate", audio_end_ms=700) == [CommitHistory("r1", "cut", 700)]
+    assert chart.handle("played") == []
+
+
+def test_rule8_backend_failure_ends_failed_with_reason() -> None:
+    chart = generating()
+    effects = chart.handle("fail", reason="triton unavailable")
+    assert dones(effects) == [SendResponseDone("r1", "failed", "triton unavailable")]
+    assert chart.status == "failed"
