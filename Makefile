@@ -24,7 +24,7 @@ apt:
 	fi
 
 test: $(STAMP)
-	$(BIN)/ruff check statecharts orchestrator tests bench
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
