@@ -53,19 +53,13 @@ class SessionChart(Chart):
             user_speaking = State()
             committed = State()
 
-            speech_started = listening.to(
-                user_speaking, cond="server_vad", on="_on_speech_started"
-            )
-            speech_stopped = user_speaking.to(
-                committed, cond="server_vad", on="_on_speech_stopped"
-            )
+            speech_started = listening.to(user_speaking, cond="server_vad", on="_on_speech_started")
+            speech_stopped = user_speaking.to(committed, cond="server_vad", on="_on_speech_stopped")
             commit = (
                 listening.to(committed, cond=["commit_is_final", "has_audio"])
                 | user_speaking.to(committed, cond=["commit_is_final", "has_audio"])
                 | listening.to.itself(internal=True, cond="commit_is_final", on="_reject_empty")
-                | user_speaking.to.itself(
-                    internal=True, cond="commit_is_final", on="_reject_empty"
-                )
+                | user_speaking.to.itself(internal=True, cond="commit_is_final", on="_reject_empty")
             )
             clear_input = user_speaking.to(listening)
             committed.to(listening)
@@ -81,10 +75,9 @@ class SessionChart(Chart):
                 | draining.to(generating, on="_on_response_started")
                 | interrupted.to(generating, on="_on_response_started")
             )
-            response_finished = (
-                generating.to(draining, cond=["is_latest", "audio_pending"])
-                | generating.to(idle, cond="is_latest")
-            )
+            response_finished = generating.to(
+                draining, cond=["is_latest", "audio_pending"]
+            ) | generating.to(idle, cond="is_latest")
             response_settled = draining.to(idle, cond="is_latest")
             speech_started = generating.to(
                 interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
@@ -156,8 +149,10 @@ class SessionChart(Chart):
     ) -> None:
         self.emit(CommitInput(audio_end_ms))
         # A VAD commit answers per session config; a client commit only when it asks.
-        wanted = create_response if create_response is not None else (
-            self.server_vad() and self.create_response and audio_end_ms is not None
+        wanted = (
+            create_response
+            if create_response is not None
+            else (self.server_vad() and self.create_response and audio_end_ms is not None)
         )
         if wanted:
             self.emit(CreateResponse())

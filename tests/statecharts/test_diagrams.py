@@ -25,6 +25,6 @@ def test_committed_diagrams_are_not_stale(diagram: object) -> None:
 def test_session_diagram_shows_the_required_states() -> None:
     text = (DOCS / "session_chart.mmd").read_text()
     for state in ("listening", "generating", "draining", "interrupted"):
-        assert f'as {state}' in text
+        assert f"as {state}" in text
     svg = (DOCS / "session_chart.svg").read_text()
     assert "<svg" in svg and "Interrupted" in svg and "Draining" in svg

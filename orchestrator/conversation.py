@@ -1,0 +1,307 @@
+"""Conversation history, reply slots and pruning (contract rule 6, `conversation.context`).
+
+Guarantees:
+- Items are addressed by id only: two items with equal content stay distinct, and add, delete,
+  fill and prune act on ids, never on content.
+- A reply slot opened by `open_reply` is an empty assistant item (the empty boundary) that keeps
+  its position; `fill_reply` replaces its content in place even after newer turns were added.
+- A turn is a run of consecutive user/system items plus the assistant items after it; leading
+  assistant items form a turn of their own. An empty boundary keeps two user turns apart.
+- Pruning evicts whole turns, oldest first, while a limit (`HistoryLimits`) is exceeded, and
+  stops as soon as all limits hold. The current user input (the last turn holding a user item)
+  and everything after it is never evicted, so it is always present and always last.
+- `prompt_view` is pure; `prune` applies the same eviction to the stored items, so afterwards
+  `prompt_view().items == items`. Both are O(number of items).
+- The context payload never carries audio bytes, only their length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant", "system"]
+
+# Reserved by the protocol: `previous_item_id: "root"` means "insert first".
+ROOT = "root"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryLimits:
+    max_audio_inputs: int = 4  # turns holding user audio, the current one included
+    max_history_bytes: int = 8 * 1024 * 1024
+    max_images: int = 8
+
+    def __post_init__(self) -> None:
+        # A limit below 1 would make every prompt "over limit" and evict all but the current turn
+        # silently; reject it where it is configured instead.
+        if self.max_audio_inputs < 1 or self.max_history_bytes < 1 or self.max_images < 0:
+            raise ValueError(f"invalid history limits: {self!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class InputText:
+    text: str
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.text.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class InputAudio:
+    """User audio, pcm16 24 kHz mono."""
+
+    audio: bytes = field(repr=False)  # can be megabytes; keep logs and test failures readable
+    transcript: str | None = None
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.audio)
+
+
+@dataclass(frozen=True, slots=True)
+class InputImage:
+    image_url: str = field(repr=False)  # data URLs are large
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.image_url)
+
+
+@dataclass(frozen=True, slots=True)
+class OutputText:
+    text: str
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.text.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class OutputAudio:
+    """Assistant audio as heard: transcript and duration only, so history stays small."""
+
+    transcript: str | None
+    audio_ms: int
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.transcript.encode()) if self.transcript else 0
+
+
+Content = InputText | InputAudio | InputImage | OutputText | OutputAudio
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: str
+    role: Role
+    content: tuple[Content, ...]
+    response_id: str | None = None  # set for assistant replies produced by a response
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(part.size_bytes for part in self.content)
+
+    @property
+    def is_empty_boundary(self) -> bool:
+        return self.role == "assistant" and not self.content
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    items: tuple[Item, ...]
+
+    @property
+    def has_user_input(self) -> bool:
+        return any(item.role == "user" for item in self.items)
+
+    @property
+    def has_audio_input(self) -> bool:
+        return any(
+            isinstance(part, InputAudio)
+            for item in self.items
+            if item.role != "assistant"
+            for part in item.content
+        )
+
+    @property
+    def images(self) -> int:
+        return sum(isinstance(p, InputImage) for item in self.items for p in item.content)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(item.size_bytes for item in self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextView:
+    items: tuple[Item, ...]
+    audio_inputs: int  # turns holding user audio, as counted against `max_audio_inputs`
+    images: int
+    bytes: int
+
+
+class ItemNotFound(KeyError):
+    def __init__(self, item_id: str) -> None:
+        super().__init__(item_id)
+        self.item_id = item_id
+
+
+class DuplicateItemId(ValueError):
+    def __init__(self, item_id: str) -> None:
+        super().__init__(item_id)
+        self.item_id = item_id
+
+
+def split_turns(items: tuple[Item, ...]) -> tuple[Turn, ...]:
+    turns: list[Turn] = []
+    current: list[Item] = []
+    for item in items:
+        # A non-assistant item after an assistant one starts the next turn; this is why an
+        # empty boundary keeps two user turns from merging.
+        if current and item.role != "assistant" and current[-1].role == "assistant":
+            turns.append(Turn(tuple(current)))
+            current = []
+        current.append(item)
+    if current:
+        turns.append(Turn(tuple(current)))
+    return tuple(turns)
+
+
+def _plan(turns: tuple[Turn, ...], limits: HistoryLimits) -> tuple[int, ContextView]:
+    """How many leading turns to evict, and the view that remains."""
+    audio = [t.has_audio_input for t in turns]
+    images = [t.images for t in turns]
+    sizes = [t.size_bytes for t in turns]
+    total_audio, total_images, total_bytes = sum(audio), sum(images), sum(sizes)
+
+    protected = len(turns) - 1  # with no user input at all, keep at least the newest turn
+    for index in range(len(turns) - 1, -1, -1):
+        if turns[index].has_user_input:
+            protected = index
+            break
+
+    evicted = 0
+    while evicted < protected and (
+        total_audio > limits.max_audio_inputs
+        or total_images > limits.max_images
+        or total_bytes > limits.max_history_bytes
+    ):
+        total_audio -= audio[evicted]
+        total_images -= images[evicted]
+        total_bytes -= sizes[evicted]
+        evicted += 1
+
+    kept = tuple(item for turn in turns[evicted:] for item in turn.items)
+    return evicted, ContextView(kept, total_audio, total_images, total_bytes)
+
+
+class Conversation:
+    def __init__(self, limits: HistoryLimits | None = None) -> None:
+        self.limits = limits if limits is not None else HistoryLimits()
+        self._items: dict[str, Item] = {}
+        self._order: list[str] = []
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._items
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return tuple(self._items[item_id] for item_id in self._order)
+
+    def get(self, item_id: str) -> Item:
+        try:
+            return self._items[item_id]
+        except KeyError:
+            raise ItemNotFound(item_id) from None
+
+    def add(self, item: Item, previous_item_id: str | None = None) -> Item:
+        if item.id == ROOT or not item.id:
+            raise ValueError(f"reserved or empty item id: {item.id!r}")
+        if item.id in self._items:
+            raise DuplicateItemId(item.id)
+        if previous_item_id is None:
+            position = len(self._order)
+        elif previous_item_id == ROOT:
+            position = 0
+        elif previous_item_id in self._items:
+            position = self._order.index(previous_item_id) + 1
+        else:
+            raise ItemNotFound(previous_item_id)
+        self._items[item.id] = item
+        self._order.insert(position, item.id)
+        return item
+
+    def delete(self, item_id: str) -> Item:
+        item = self.get(item_id)
+        del self._items[item_id]
+        self._order.remove(item_id)
+        return item
+
+    def open_reply(self, item_id: str, response_id: str) -> Item:
+        return self.add(Item(item_id, "assistant", (), response_id=response_id))
+
+    def fill_reply(self, item_id: str, content: tuple[Content, ...]) -> Item:
+        old = self.get(item_id)
+        if old.role != "assistant":
+            raise ValueError(f"item {item_id!r} is not an assistant reply")
+        new = Item(old.id, old.role, tuple(content), old.response_id)
+        # Replacing the dict value keeps the slot's position: `_order` is untouched.
+        self._items[item_id] = new
+        return new
+
+    def turns(self) -> tuple[Turn, ...]:
+        return split_turns(self.items)
+
+    def prompt_view(self) -> ContextView:
+        return _plan(self.turns(), self.limits)[1]
+
+    def prune(self) -> tuple[str, ...]:
+        turns = self.turns()
+        evicted, _ = _plan(turns, self.limits)
+        count = sum(len(turn.items) for turn in turns[:evicted])
+        removed = tuple(self._order[:count])
+        del self._order[:count]
+        for item_id in removed:
+            del self._items[item_id]
+        return removed
+
+
+def content_json(part: Content) -> dict[str, Any]:
+    if isinstance(part, InputText):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, InputAudio):
+        return {
+            "type": "input_audio",
+            "transcript": part.transcript,
+            "audio_bytes": len(part.audio),
+        }
+    if isinstance(part, InputImage):
+        return {"type": "input_image", "image_url": part.image_url}
+    if isinstance(part, OutputText):
+        return {"type": "output_text", "text": part.text}
+    return {"type": "output_audio", "transcript": part.transcript, "audio_ms": part.audio_ms}
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "type": "message",
+        "role": item.role,
+        "content": [content_json(part) for part in item.content],
+    }
+
+
+def context_json(view: ContextView) -> dict[str, Any]:
+    """The payload of the `conversation.context` server event (without type/event_id)."""
+    return {
+        "items": [item_json(item) for item in view.items],
+        "audio_inputs": view.audio_inputs,
+        "images": view.images,
+        "bytes": view.bytes,
+    }

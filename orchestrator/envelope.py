@@ -1,0 +1,273 @@
+"""Server events as OpenAI sends them, built from the core's plain values.
+
+One place knows the envelope of a response (`response.created`, `output_item.added`,
+`conversation.item.added`, `content_part.added`, deltas, the `.done` events, `response.done`)
+so the core speaks in terms of what happened, not of wire shapes.
+"""
+
+from __future__ import annotations
+
+from orchestrator import conversation as conv
+from orchestrator.playback import AckResult
+from orchestrator.protocol import items as wire
+from orchestrator.protocol import server as se
+from orchestrator.protocol.response import (
+    OutputTokenDetails,
+    Response,
+    ResponseAudio,
+    ResponseAudioOutput,
+    ResponseStatus,
+    StatusDetails,
+    StatusError,
+    Usage,
+)
+from orchestrator.protocol.session_config import Modality, SessionConfig
+from orchestrator.signals import InferenceRequest
+
+OutEvent = se.ServerEvent
+
+_CANCEL_REASONS = {"turn_detected": "turn_detected", "client_cancelled": "client_cancelled"}
+
+
+def wire_item(item: conv.Item, status: wire.ItemStatus = "completed") -> wire.MessageItem:
+    return wire.MessageItem(
+        id=item.id,
+        status=status,
+        role=item.role,
+        content=tuple(_wire_part(part) for part in item.content),
+    )
+
+
+def _wire_part(part: conv.Content) -> wire.ContentPart:
+    if isinstance(part, conv.InputText):
+        return wire.InputText(text=part.text)
+    if isinstance(part, conv.InputAudio):
+        return wire.InputAudio(transcript=part.transcript)
+    if isinstance(part, conv.InputImage):
+        return wire.InputImage(image_url=part.image_url)
+    if isinstance(part, conv.OutputText):
+        return wire.OutputText(text=part.text)
+    return wire.OutputAudio(transcript=part.transcript)
+
+
+class Envelope:
+    """Builds the server events of one session."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.conversation_id = f"conv_{session_id}"
+        self._settings = SessionConfig()
+
+    # Session --------------------------------------------------------------------------
+    def session_created(self, settings: SessionConfig, model: str) -> OutEvent:
+        self._settings = settings
+        return se.SessionCreated(
+            session=settings.to_session_object(session_id=self.session_id, model=model)
+        )
+
+    def session_updated(self, settings: SessionConfig, model: str) -> OutEvent:
+        self._settings = settings
+        return se.SessionUpdated(
+            session=settings.to_session_object(session_id=self.session_id, model=model)
+        )
+
+    # Input ----------------------------------------------------------------------------
+    def speech_started(self, audio_start_ms: int, item_id: str) -> OutEvent:
+        return se.InputAudioBufferSpeechStarted(audio_start_ms=audio_start_ms, item_id=item_id)
+
+    def speech_stopped(self, audio_end_ms: int, item_id: str) -> OutEvent:
+        return se.InputAudioBufferSpeechStopped(audio_end_ms=audio_end_ms, item_id=item_id)
+
+    def input_committed(self, item_id: str, previous_item_id: str | None) -> OutEvent:
+        return se.InputAudioBufferCommitted(item_id=item_id, previous_item_id=previous_item_id)
+
+    def input_cleared(self) -> OutEvent:
+        return se.InputAudioBufferCleared()
+
+    # Conversation ---------------------------------------------------------------------
+    def item_added(self, item: conv.Item, previous: str | None) -> OutEvent:
+        return se.ConversationItemAdded(item=wire_item(item), previous_item_id=previous)
+
+    def item_done(self, item: conv.Item, previous: str | None) -> OutEvent:
+        return se.ConversationItemDone(item=wire_item(item), previous_item_id=previous)
+
+    def item_retrieved(self, item: conv.Item) -> OutEvent:
+        return se.ConversationItemRetrieved(item=wire_item(item))
+
+    def item_deleted(self, item_id: str) -> OutEvent:
+        return se.ConversationItemDeleted(item_id=item_id)
+
+    def item_truncated(self, item_id: str, content_index: int, audio_end_ms: int) -> OutEvent:
+        return se.ConversationItemTruncated(
+            item_id=item_id, content_index=content_index, audio_end_ms=audio_end_ms
+        )
+
+    def context(self, view: conv.ContextView) -> OutEvent:
+        return se.ConversationContext(
+            items=tuple(wire_item(item) for item in view.items),
+            audio_inputs=view.audio_inputs,
+            images=view.images,
+            bytes=view.bytes,
+        )
+
+    # Responses ------------------------------------------------------------------------
+    def _response(
+        self,
+        rid: str,
+        modalities: tuple[Modality, ...],
+        status: ResponseStatus = "in_progress",
+        **extra: object,
+    ) -> Response:
+        audio = None
+        if "audio" in modalities:
+            output = ResponseAudioOutput(
+                format=self._settings.output_format, voice=self._settings.voice
+            )
+            audio = ResponseAudio(output=output)
+        return Response(
+            id=rid,
+            status=status,
+            conversation_id=self.conversation_id,
+            output_modalities=modalities,
+            max_output_tokens=self._settings.max_output_tokens,
+            audio=audio,
+            **extra,  # type: ignore[arg-type]
+        )
+
+    def response_started(
+        self,
+        rid: str,
+        item_id: str,
+        previous_item_id: str | None,
+        modalities: tuple[Modality, ...],
+        request: InferenceRequest,
+    ) -> list[OutEvent]:
+        item = wire.MessageItem(id=item_id, status="in_progress", role="assistant")
+        part = se.response_part(
+            wire.OutputAudio(transcript="") if "audio" in modalities else wire.OutputText(text="")
+        )
+        return [
+            se.ResponseCreated(
+                response=self._response(rid, modalities, metadata=request.metadata or None)
+            ),
+            se.ResponseOutputItemAdded(response_id=rid, output_index=0, item=item),
+            se.ConversationItemAdded(item=item, previous_item_id=previous_item_id),
+            se.ResponseContentPartAdded(
+                response_id=rid, item_id=item_id, output_index=0, content_index=0, part=part
+            ),
+        ]
+
+    def audio_delta(self, rid: str, item_id: str, audio: bytes, text: str) -> list[OutEvent]:
+        out: list[OutEvent] = [
+            se.ResponseOutputAudioDelta(
+                response_id=rid, item_id=item_id, output_index=0, content_index=0, delta=audio
+            )
+        ]
+        if text:
+            out.append(
+                se.ResponseOutputAudioTranscriptDelta(
+                    response_id=rid, item_id=item_id, output_index=0, content_index=0, delta=text
+                )
+            )
+        return out
+
+    def text_delta(self, rid: str, item_id: str, text: str, *, audio: bool) -> OutEvent:
+        if audio:
+            return se.ResponseOutputAudioTranscriptDelta(
+                response_id=rid, item_id=item_id, output_index=0, content_index=0, delta=text
+            )
+        return se.ResponseOutputTextDelta(
+            response_id=rid, item_id=item_id, output_index=0, content_index=0, delta=text
+        )
+
+    def response_finished(
+        self,
+        rid: str,
+        item_id: str,
+        status: ResponseStatus,
+        reason: str | None,
+        *,
+        transcript: str,
+        audio: bool,
+        output_tokens: int,
+    ) -> list[OutEvent]:
+        modalities: tuple[Modality, ...] = ("audio",) if audio else ("text",)
+        part: wire.ContentPart = (
+            wire.OutputAudio(transcript=transcript) if audio else wire.OutputText(text=transcript)
+        )
+        ids = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
+        out: list[OutEvent] = []
+        if status == "completed":
+            item = wire.MessageItem(
+                id=item_id, status="completed", role="assistant", content=(part,)
+            )
+            if audio:
+                out.append(se.ResponseOutputAudioDone(**ids))  # type: ignore[arg-type]
+                out.append(se.ResponseOutputAudioTranscriptDone(transcript=transcript, **ids))  # type: ignore[arg-type]
+            else:
+                out.append(se.ResponseOutputTextDone(text=transcript, **ids))  # type: ignore[arg-type]
+            out.append(se.ResponseContentPartDone(part=se.response_part(part), **ids))  # type: ignore[arg-type]
+            details = None
+        else:
+            item = wire.MessageItem(
+                id=item_id, status="incomplete", role="assistant", content=(part,)
+            )
+            if status == "failed":
+                details = StatusDetails(
+                    type="failed", error=StatusError(type="server_error", message=reason)
+                )
+            else:
+                details = StatusDetails(
+                    type="cancelled",
+                    reason=_CANCEL_REASONS.get(reason or "", "client_cancelled"),  # type: ignore[arg-type]
+                )
+        out.append(se.ResponseOutputItemDone(response_id=rid, output_index=0, item=item))
+        out.append(se.ConversationItemDone(item=item))
+        usage = Usage(
+            total_tokens=output_tokens,
+            output_tokens=output_tokens,
+            output_token_details=OutputTokenDetails(
+                text_tokens=0 if audio else output_tokens,
+                audio_tokens=output_tokens if audio else 0,
+            ),
+        )
+        out.append(
+            se.ResponseDone(
+                response=self._response(
+                    rid,
+                    modalities,
+                    status,
+                    status_details=details,
+                    output=(item,),
+                    usage=usage,
+                )
+            )
+        )
+        return out
+
+    def cleared(self, rid: str) -> OutEvent:
+        return se.OutputAudioBufferCleared(response_id=rid)
+
+    @staticmethod
+    def is_cleared(event: object) -> bool:
+        return isinstance(event, se.OutputAudioBufferCleared)
+
+    def acknowledged(self, result: AckResult) -> OutEvent:
+        return se.PlaybackAcknowledged(
+            response_id=result.response_id,
+            item_id=result.item_id,
+            played_ms=result.played_ms,
+            committed_ms=result.committed_ms,
+            history_committed=result.history_committed,
+        )
+
+    def error(self, code: str, message: str, param: str | None, event_id: str | None) -> OutEvent:
+        return se.ErrorEvent(
+            error=se.ErrorInfo(
+                type="invalid_request_error",
+                code=code,
+                message=message,
+                param=param,
+                event_id=event_id,
+            )
+        )

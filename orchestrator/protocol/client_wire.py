@@ -1,0 +1,192 @@
+"""Wire spellings of `conversation.item.create` and `response.create`, and their checks.
+
+Items may use beta content names (`text`, `audio`) whose meaning depends on the role, and
+they carry audio and images that must be checked against the session before anything
+stores them. All of that happens here, once, at the edge.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Literal
+
+import msgspec
+
+from .client import ConversationItemCreate, ResponseCreate, ResponseParams
+from .errors import InvalidInput
+from .items import (
+    ContentPart,
+    InputAudio,
+    InputImage,
+    InputText,
+    MessageItem,
+    OutputAudio,
+    OutputText,
+    Role,
+)
+from .session_config import AudioFormat
+from .session_wire import WireMaxTokens, normalize_modalities
+
+__all__ = [
+    "WireConversationItemCreate",
+    "WireResponseCreate",
+    "check_image_url",
+    "check_pcm_length",
+    "normalize_item_create",
+    "normalize_response_create",
+]
+
+
+class _BetaText(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
+    text: str
+
+
+class _BetaAudio(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="audio"):
+    audio: bytes | None = None
+    transcript: str | None = None
+
+
+WireContentPart = (
+    InputText | InputAudio | InputImage | OutputText | OutputAudio | _BetaText | _BetaAudio
+)
+
+
+class WireMessageItem(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="message"):
+    id: str | None = None
+    role: Role
+    content: tuple[WireContentPart, ...]
+
+
+class WireConversationItemCreate(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="conversation.item.create"
+):
+    event_id: str | None = None
+    previous_item_id: str | None = None
+    item: WireMessageItem
+
+
+class WireResponseParams(msgspec.Struct, frozen=True, kw_only=True):
+    output_modalities: tuple[str, ...] | None = None
+    instructions: str | None = None
+    max_output_tokens: WireMaxTokens | None = None
+    conversation: Literal["auto", "none"] | None = None
+    metadata: dict[str, str] | None = None
+    # beta
+    modalities: tuple[str, ...] | None = None
+    max_response_output_tokens: WireMaxTokens | None = None
+
+
+class WireResponseCreate(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="response.create"
+):
+    event_id: str | None = None
+    response: WireResponseParams | None = None
+
+
+def check_pcm_length(audio: bytes, fmt: AudioFormat, param: str) -> None:
+    """pcm16 is whole 2-byte samples; an odd length means the client framed it wrong."""
+    if fmt.type == "audio/pcm" and len(audio) % 2:
+        raise InvalidInput(
+            "invalid_audio_length",
+            f"Audio length {len(audio)} is not a whole number of 16-bit samples.",
+            param,
+        )
+
+
+_DATA_URL: Final = re.compile(r"data:image/[A-Za-z0-9.+-]+;base64,")
+
+
+def check_image_url(url: str, param: str) -> None:
+    """Images are context only and must arrive inline; no fetching of remote URLs."""
+    head = _DATA_URL.match(url)
+    if head is None:
+        raise InvalidInput(
+            "invalid_image",
+            "image_url must be a data URL: data:image/<type>;base64,<data>.",
+            param,
+        )
+    payload = url[head.end() :]
+    try:
+        ok = bool(payload) and bool(binascii.a2b_base64(payload, strict_mode=True))
+    except (binascii.Error, ValueError):
+        ok = False
+    if not ok:
+        raise InvalidInput("invalid_image", "image_url carries no valid base64 image.", param)
+
+
+# Which content types each role may hold, with the beta spellings mapped per role.
+_ALLOWED: Final[Mapping[Role, tuple[type, ...]]] = MappingProxyType(
+    {
+        "user": (InputText, InputAudio, InputImage, _BetaText, _BetaAudio),
+        "system": (InputText, _BetaText),
+        "assistant": (OutputText, OutputAudio, _BetaText, _BetaAudio),
+    }
+)
+
+
+def _part(part: WireContentPart, role: Role, fmt: AudioFormat, param: str) -> ContentPart:
+    if not isinstance(part, _ALLOWED[role]):
+        tag = type(part).__struct_config__.tag
+        raise InvalidInput(
+            "invalid_value",
+            f"Content type '{tag}' is not allowed in a {role} message.",
+            f"{param}.type",
+        )
+    if isinstance(part, _BetaText):
+        return OutputText(text=part.text) if role == "assistant" else InputText(text=part.text)
+    if isinstance(part, _BetaAudio):
+        if role == "assistant":
+            return OutputAudio(audio=part.audio, transcript=part.transcript)
+        part = InputAudio(audio=part.audio, transcript=part.transcript)
+    if isinstance(part, InputAudio):
+        if part.audio is None:
+            raise InvalidInput(
+                "missing_required_parameter",
+                f"Missing required parameter: '{param}.audio'.",
+                f"{param}.audio",
+            )
+        check_pcm_length(part.audio, fmt, f"{param}.audio")
+    elif isinstance(part, InputImage):
+        check_image_url(part.image_url, f"{param}.image_url")
+    return part
+
+
+def normalize_item_create(
+    wire: WireConversationItemCreate, input_format: AudioFormat
+) -> ConversationItemCreate:
+    item = wire.item
+    content = tuple(
+        _part(p, item.role, input_format, f"item.content[{i}]") for i, p in enumerate(item.content)
+    )
+    return ConversationItemCreate(
+        event_id=wire.event_id,
+        previous_item_id=wire.previous_item_id,
+        item=MessageItem(id=item.id, role=item.role, content=content),
+    )
+
+
+def normalize_response_create(wire: WireResponseCreate) -> ResponseCreate:
+    r = wire.response
+    if r is None:
+        return ResponseCreate(event_id=wire.event_id)
+    modalities = None
+    if r.output_modalities is not None:
+        modalities = normalize_modalities(r.output_modalities, "response.output_modalities")
+    elif r.modalities is not None:
+        modalities = normalize_modalities(r.modalities, "response.modalities")
+    max_tokens = (
+        r.max_output_tokens if r.max_output_tokens is not None else r.max_response_output_tokens
+    )
+    return ResponseCreate(
+        event_id=wire.event_id,
+        response=ResponseParams(
+            output_modalities=modalities,
+            instructions=r.instructions,
+            max_output_tokens=max_tokens,
+            conversation=r.conversation,
+            metadata=r.metadata,
+        ),
+    )

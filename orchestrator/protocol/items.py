@@ -1,0 +1,115 @@
+"""Conversation items and their content parts, shared by client and server events.
+
+One `MessageItem` type serves both directions: a client creates it without `id`/`status`,
+the server fills them in and sends the same struct back, so no field can be lost in a
+translation between two look-alike types.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "ContentPart",
+    "InputAudio",
+    "InputImage",
+    "InputText",
+    "ItemStatus",
+    "MessageItem",
+    "OutputAudio",
+    "OutputText",
+    "Role",
+]
+
+Role = Literal["user", "assistant", "system"]
+ItemStatus = Literal["completed", "incomplete", "in_progress"]
+
+
+# omit_defaults: OpenAI leaves absent optional keys out of content parts (no `"audio": null`
+# next to every transcript), and audio bytes must never be echoed by accident.
+class InputText(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    tag_field="type",
+    tag="input_text",
+):
+    text: str
+
+
+class InputAudio(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    tag_field="type",
+    tag="input_audio",
+):
+    # Required on `conversation.item.create` (the codec checks); None once stripped for
+    # the server's echo of the item.
+    audio: bytes | None = None
+    transcript: str | None = None
+
+
+class InputImage(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    tag_field="type",
+    tag="input_image",
+):
+    image_url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class OutputText(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    tag_field="type",
+    tag="output_text",
+):
+    text: str
+
+
+class OutputAudio(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
+    tag_field="type",
+    tag="output_audio",
+):
+    audio: bytes | None = None
+    transcript: str | None = None
+
+
+ContentPart = InputText | InputAudio | InputImage | OutputText | OutputAudio
+
+
+class MessageItem(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="message"):
+    """A `realtime.item` of type `message` (the only item type this server supports)."""
+
+    id: str | None = None
+    object: Literal["realtime.item"] = "realtime.item"
+    status: ItemStatus | None = None
+    role: Role
+    content: tuple[ContentPart, ...] = ()
+
+    def without_audio(self) -> MessageItem:
+        """The item as the server echoes it: audio bytes dropped, transcripts kept."""
+        if not any(
+            isinstance(p, InputAudio | OutputAudio) and p.audio is not None for p in self.content
+        ):
+            return self
+        parts: list[ContentPart] = []
+        for part in self.content:
+            if isinstance(part, InputAudio | OutputAudio) and part.audio is not None:
+                part = msgspec.structs.replace(part, audio=None)
+            parts.append(part)
+        return msgspec.structs.replace(self, content=tuple(parts))

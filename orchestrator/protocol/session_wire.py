@@ -1,0 +1,262 @@
+"""The wire spellings of `session.update` (GA and beta) and their normalization.
+
+The payload is decoded into the `Wire*` structs here, in the same single msgspec pass as
+every other event, and collapsed into one `SessionPatch` right after; beta spellings of
+the session exist in this module only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Annotated, Final, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from .client import SessionUpdate
+from .errors import InvalidInput
+from .session_config import (
+    PCM16,
+    PCMA,
+    PCMU,
+    AudioFormat,
+    MaxTokens,
+    Modality,
+    ServerVad,
+    SessionPatch,
+    Transcription,
+)
+
+__all__ = [
+    "WireMaxTokens",
+    "WireSession",
+    "WireSessionUpdate",
+    "normalize_modalities",
+    "normalize_session_update",
+]
+
+NonNegative = Annotated[int, Meta(ge=0)]
+WireMaxTokens = Annotated[int, Meta(ge=1)] | Literal["inf"]
+
+
+class _Wire(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class WireAudioFormat(_Wire, frozen=True, kw_only=True):
+    # `type` is a plain str so an unknown format reaches us as a value we can name in an
+    # `unsupported_audio_format` error, rather than as a generic msgspec enum failure.
+    type: str
+    rate: int | None = None
+
+
+# GA sends an object, beta a string ("pcm16").
+WireFormat = str | WireAudioFormat
+
+
+class WireTurnDetection(_Wire, frozen=True, kw_only=True):
+    # Beta clients often sent only the knobs; server_vad was the one type there was.
+    type: str = "server_vad"
+    threshold: Annotated[float, Meta(ge=0.0, le=1.0)] | None = None
+    prefix_padding_ms: NonNegative | None = None
+    silence_duration_ms: NonNegative | None = None
+    create_response: bool | None = None
+    interrupt_response: bool | None = None
+    idle_timeout_ms: NonNegative | None = None
+
+
+class WireTranscription(_Wire, frozen=True, kw_only=True):
+    model: str | None = None
+    language: str | None = None
+    prompt: str | None = None
+
+
+class WireAudioInput(_Wire, frozen=True, kw_only=True):
+    format: WireFormat | None = None
+    turn_detection: WireTurnDetection | UnsetType | None = UNSET
+    transcription: WireTranscription | UnsetType | None = UNSET
+
+
+class WireAudioOutput(_Wire, frozen=True, kw_only=True):
+    format: WireFormat | None = None
+    voice: str | None = None
+
+
+class WireAudio(_Wire, frozen=True, kw_only=True):
+    input: WireAudioInput | None = None
+    output: WireAudioOutput | None = None
+
+
+class WireSession(_Wire, frozen=True, kw_only=True):
+    """GA and beta `session` fields side by side; where both are sent, GA wins."""
+
+    type: str | None = None
+    instructions: str | None = None
+    output_modalities: tuple[str, ...] | None = None
+    audio: WireAudio | None = None
+    max_output_tokens: WireMaxTokens | None = None
+    # beta
+    modalities: tuple[str, ...] | None = None
+    input_audio_format: WireFormat | None = None
+    output_audio_format: WireFormat | None = None
+    turn_detection: WireTurnDetection | UnsetType | None = UNSET
+    input_audio_transcription: WireTranscription | UnsetType | None = UNSET
+    voice: str | None = None
+    max_response_output_tokens: WireMaxTokens | None = None
+
+
+class WireSessionUpdate(_Wire, frozen=True, kw_only=True, tag_field="type", tag="session.update"):
+    event_id: str | None = None
+    session: WireSession
+
+
+_BETA_FORMATS: Final[Mapping[str, AudioFormat]] = MappingProxyType(
+    {
+        "pcm16": PCM16,
+        "g711_ulaw": PCMU,
+        "g711_alaw": PCMA,
+        "audio/pcm": PCM16,
+        "audio/pcmu": PCMU,
+        "audio/pcma": PCMA,
+    }
+)
+_GA_FORMATS: Final[Mapping[str, AudioFormat]] = MappingProxyType(
+    {f.type: f for f in (PCM16, PCMU, PCMA)}
+)
+
+
+def _format(wire: WireFormat, param: str) -> AudioFormat:
+    if isinstance(wire, str):
+        fmt = _BETA_FORMATS.get(wire)
+        if fmt is None:
+            raise InvalidInput(
+                "unsupported_audio_format",
+                f"Unsupported audio format '{wire[:64]}'; use audio/pcm (24 kHz), "
+                "audio/pcmu or audio/pcma.",
+                param,
+            )
+        return fmt
+    fmt = _GA_FORMATS.get(wire.type)
+    if fmt is None:
+        raise InvalidInput(
+            "unsupported_audio_format",
+            f"Unsupported audio format '{wire.type[:64]}'; use audio/pcm (24 kHz), "
+            "audio/pcmu or audio/pcma.",
+            f"{param}.type",
+        )
+    if wire.rate is not None and wire.rate != fmt.rate:
+        raise InvalidInput(
+            "unsupported_audio_format",
+            f"Unsupported sample rate {wire.rate} for {fmt.type}; only {fmt.rate} Hz.",
+            f"{param}.rate",
+        )
+    return fmt
+
+
+def normalize_modalities(values: tuple[str, ...], param: str) -> tuple[Modality, ...]:
+    if values == ("audio",):
+        return ("audio",)
+    if values == ("text",):
+        return ("text",)
+    # Beta clients ask for ["text", "audio"]; OpenAI's audio output always carries a
+    # transcript, so that is plain audio output.
+    if len(values) == 2 and set(values) == {"text", "audio"}:
+        return ("audio",)
+    raise InvalidInput(
+        "invalid_value",
+        f"Invalid output_modalities {list(values)!r}; use ['audio'] or ['text'].",
+        param,
+    )
+
+
+def _turn_detection(wire: WireTurnDetection | None, param: str) -> ServerVad | None:
+    if wire is None:
+        return None
+    if wire.type != "server_vad":
+        raise InvalidInput(
+            "unsupported_turn_detection",
+            f"Unsupported turn_detection type '{wire.type[:64]}'; use 'server_vad' or null.",
+            f"{param}.type",
+        )
+    given = {
+        name: value
+        for name in (
+            "threshold",
+            "prefix_padding_ms",
+            "silence_duration_ms",
+            "create_response",
+            "interrupt_response",
+            "idle_timeout_ms",
+        )
+        if (value := getattr(wire, name)) is not None
+    }
+    # Like OpenAI, a turn_detection object replaces the previous one; unset knobs take
+    # their defaults instead of keeping earlier values.
+    return ServerVad(**given)
+
+
+def _transcription(wire: WireTranscription | None) -> Transcription | None:
+    if wire is None:
+        return None
+    return Transcription(model=wire.model, language=wire.language, prompt=wire.prompt)
+
+
+def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
+    s = wire.session
+    if s.type is not None and s.type != "realtime":
+        raise InvalidInput(
+            "invalid_value",
+            f"Unsupported session type '{s.type[:64]}'; only 'realtime' is supported.",
+            "session.type",
+        )
+    a_in = s.audio.input if s.audio is not None and s.audio.input is not None else None
+    a_out = s.audio.output if s.audio is not None and s.audio.output is not None else None
+
+    modalities: tuple[Modality, ...] | None = None
+    if s.output_modalities is not None:
+        modalities = normalize_modalities(s.output_modalities, "session.output_modalities")
+    elif s.modalities is not None:
+        modalities = normalize_modalities(s.modalities, "session.modalities")
+
+    input_format: AudioFormat | None = None
+    if a_in is not None and a_in.format is not None:
+        input_format = _format(a_in.format, "session.audio.input.format")
+    elif s.input_audio_format is not None:
+        input_format = _format(s.input_audio_format, "session.input_audio_format")
+
+    output_format: AudioFormat | None = None
+    if a_out is not None and a_out.format is not None:
+        output_format = _format(a_out.format, "session.audio.output.format")
+    elif s.output_audio_format is not None:
+        output_format = _format(s.output_audio_format, "session.output_audio_format")
+
+    turn_detection: ServerVad | UnsetType | None = UNSET
+    if a_in is not None and a_in.turn_detection is not UNSET:
+        turn_detection = _turn_detection(a_in.turn_detection, "session.audio.input.turn_detection")
+    elif s.turn_detection is not UNSET:
+        turn_detection = _turn_detection(s.turn_detection, "session.turn_detection")
+
+    transcription: Transcription | UnsetType | None = UNSET
+    if a_in is not None and a_in.transcription is not UNSET:
+        transcription = _transcription(a_in.transcription)
+    elif s.input_audio_transcription is not UNSET:
+        transcription = _transcription(s.input_audio_transcription)
+
+    voice = a_out.voice if a_out is not None and a_out.voice is not None else s.voice
+    max_tokens: MaxTokens | None = (
+        s.max_output_tokens if s.max_output_tokens is not None else s.max_response_output_tokens
+    )
+    return SessionUpdate(
+        event_id=wire.event_id,
+        session=SessionPatch(
+            instructions=s.instructions,
+            output_modalities=modalities,
+            input_format=input_format,
+            output_format=output_format,
+            turn_detection=turn_detection,
+            transcription=transcription,
+            voice=voice,
+            max_output_tokens=max_tokens,
+        ),
+    )

@@ -1,0 +1,85 @@
+"""JSON text in, JSON text out: the protocol edge and the core paired in memory (wsproto style)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from orchestrator.core import SessionCore
+from orchestrator.protocol import ServerEventEncoder, decode_client_event
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.signals import BackendAudio, BackendDone, StartBackend
+
+
+class Wire:
+    def __init__(self) -> None:
+        self.core = SessionCore("w")
+        self.encoder = ServerEventEncoder()
+        self.starts: list[StartBackend] = []
+        self.sent = [self._encode(o) for o in self.core.open()]
+
+    def _encode(self, out: object) -> dict[str, Any]:
+        if isinstance(out, StartBackend):
+            self.starts.append(out)
+            return {"type": "<start>"}
+        return dict(json.loads(self.encoder.encode(out)))  # type: ignore[arg-type]
+
+    def send(self, message: str | dict[str, Any]) -> list[dict[str, Any]]:
+        raw = message if isinstance(message, str) else json.dumps(message)
+        event = decode_client_event(raw, input_audio_format=self.core.settings.input_format)
+        outs = (
+            self.core.reject(event) if isinstance(event, ProtocolError) else self.core.client(event)
+        )
+        return [self._encode(o) for o in outs]
+
+
+def test_rule7_malformed_json_is_an_error_and_session_goes_on() -> None:
+    w = Wire()
+    [err] = w.send('{"type": "input_audio_buffer.append", "event_id": "e1", "audio": ')
+    assert err["type"] == "error" and err["error"]["code"] == "invalid_json"
+    [err] = w.send({"type": "input_audio_buffer.append", "event_id": "e2", "audio": "@@@"})
+    assert err["error"]["code"] == "invalid_base64" and err["error"]["event_id"] == "e2"
+    [err] = w.send({"type": "nope.nope", "event_id": "e3"})
+    assert err["error"]["code"] == "unknown_event_type" and err["error"]["event_id"] == "e3"
+    [updated] = w.send({"type": "session.update", "session": {"instructions": "be brief"}})
+    assert updated["type"] == "session.updated"
+    assert updated["session"]["instructions"] == "be brief"
+
+
+def test_beta_session_update_is_answered_in_ga_spelling() -> None:
+    w = Wire()
+    [updated] = w.send(
+        {
+            "type": "session.update",
+            "session": {
+                "modalities": ["text"],
+                "input_audio_format": "pcm16",
+                "turn_detection": None,
+            },
+        }
+    )
+    session = updated["session"]
+    assert session["output_modalities"] == ["text"]
+    assert session["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
+    assert session["audio"]["input"]["turn_detection"] is None
+
+
+def test_every_server_event_has_an_event_id_and_audio_is_base64() -> None:
+    w = Wire()
+    w.send({"type": "session.update", "session": {"turn_detection": None}})
+    audio = base64.b64encode(b"\x01\x00" * 24 * 200).decode()
+    w.send({"type": "input_audio_buffer.append", "audio": audio})
+    out = w.send({"type": "input_audio_buffer.commit", "create_response": True})
+    assert [o["type"] for o in out][:1] == ["input_audio_buffer.committed"]
+    start = w.starts[-1]
+    pcm = b"\x05\x00" * 24 * 20
+    deltas = [
+        w._encode(o) for o in w.core.backend(BackendAudio(start.response_id, start.seq, pcm, "Hi."))
+    ]
+    done = [w._encode(o) for o in w.core.backend(BackendDone(start.response_id, start.seq))]
+    assert deltas[0]["type"] == "response.output_audio.delta"
+    assert base64.b64decode(deltas[0]["delta"]) == pcm
+    assert done[-1]["type"] == "response.done" and done[-1]["response"]["status"] == "completed"
+    ids = [e["event_id"] for e in w.sent + out + deltas + done if e["type"] != "<start>"]
+    assert all(ids) and len(set(ids)) == len(ids)
