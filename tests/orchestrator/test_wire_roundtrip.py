@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.core import SessionCore
 from orchestrator.protocol import ServerEventEncoder, decode_client_event
 from orchestrator.protocol.errors import ProtocolError
-from orchestrator.signals import BackendAudio, BackendDone, StartBackend
+from orchestrator.signals import BackendAudio, BackendDone, CancelBackend, StartBackend
 
 
 class Wire:
@@ -23,6 +23,8 @@ class Wire:
         if isinstance(out, StartBackend):
             self.starts.append(out)
             return {"type": "<start>"}
+        if isinstance(out, CancelBackend):
+            return {"type": "<cancel>"}
         return dict(json.loads(self.encoder.encode(out)))  # type: ignore[arg-type]
 
     def send(self, message: str | dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,3 +85,54 @@ def test_every_server_event_has_an_event_id_and_audio_is_base64() -> None:
     assert done[-1]["type"] == "response.done" and done[-1]["response"]["status"] == "completed"
     ids = [e["event_id"] for e in w.sent + out + deltas + done if e["type"] != "<start>"]
     assert all(ids) and len(set(ids)) == len(ids)
+
+
+def test_a_whole_interrupted_conversation_validates_against_the_openai_sdk() -> None:
+    """Clients written for OpenAI parse every standard event the core sends (contract)."""
+    import pydantic
+    from openai.types.realtime import RealtimeServerEvent
+
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RealtimeServerEvent)
+    from orchestrator.signals import VadSpeechStarted, VadSpeechStopped
+
+    w = Wire()
+    audio = base64.b64encode(b"\x01\x00" * 24 * 300).decode()
+    events: list[dict[str, Any]] = list(w.sent)
+    events += w.send({"type": "input_audio_buffer.append", "audio": audio})
+    events += [w._encode(o) for o in w.core.vad(VadSpeechStarted(0))]
+    events += [w._encode(o) for o in w.core.vad(VadSpeechStopped(300))]
+    start = w.starts[-1]
+    chunk = BackendAudio(start.response_id, start.seq, b"\0\0" * 24 * 40, "Hi.")
+    events += [w._encode(o) for o in w.core.backend(chunk)]
+    events += [w._encode(o) for o in w.core.vad(VadSpeechStarted(400))]  # barge-in
+    events += w.send({"type": "response.cancel", "event_id": "c1"})  # nothing live: error
+    events += [w._encode(o) for o in w.core.vad(VadSpeechStopped(900))]
+    start = w.starts[-1]
+    events += [
+        w._encode(o)
+        for o in w.core.backend(chunk.__class__(start.response_id, start.seq, chunk.audio, "Ok."))
+    ]
+    events += [w._encode(o) for o in w.core.backend(BackendDone(start.response_id, start.seq))]
+    events += w.send(
+        {
+            "type": "conversation.item.truncate",
+            "item_id": w.core.ledger.item_id(start.response_id),
+            "content_index": 0,
+            "audio_end_ms": 20,
+        }
+    )
+    standard = [
+        e
+        for e in events
+        if e["type"] not in ("<start>", "<cancel>", "playback.acknowledged", "conversation.context")
+    ]
+    types = {e["type"] for e in standard}
+    assert {
+        "response.done",
+        "output_audio_buffer.cleared",
+        "error",
+        "conversation.item.truncated",
+        "response.output_audio.delta",
+    } <= types
+    for event in standard:
+        adapter.validate_python(event, strict=False)

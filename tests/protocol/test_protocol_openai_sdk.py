@@ -1,8 +1,7 @@
-"""Cross-check against the official `openai` SDK's GA realtime types, where it is installed.
+"""Cross-check against the official `openai` SDK's GA realtime types (a dev dependency).
 
-Skipped without the SDK (it is not a dependency); run it in an environment with
-`pip install openai` to validate every server event strictly with its pydantic models and
-to feed the SDK's own client-event serialization through our decoder.
+Every server event is validated strictly with the SDK's pydantic models, and the SDK's own
+client-event serialization is fed through our decoder.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
+import pydantic
 from protocol_helpers import PCM_20MS, PNG_URL, b64
 
 from orchestrator.protocol import (
@@ -36,9 +35,6 @@ from orchestrator.protocol import (
     decode_client_event,
     response_part,
 )
-
-openai = pytest.importorskip("openai")
-pydantic = pytest.importorskip("pydantic")
 
 
 def test_server_events_validate_strictly_against_sdk_models() -> None:
