@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := graphviz
+APT_PACKAGES := graphviz flite
 
 export HF_HUB_OFFLINE := 1
 
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(MAKE) --no-print-directory apt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,triton]'
 	touch $(STAMP)
 
 apt:

@@ -1,0 +1,75 @@
+"""`turntaker triton`: run the server in the foreground until Ctrl-C, SIGTERM or parent exit."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from orchestrator.triton.launcher import TritonConfig, TritonServer, TritonStartError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-repository", default="model_repository", type=Path)
+    parser.add_argument("--host", default="127.0.0.1", help="address for HTTP, gRPC and metrics")
+    parser.add_argument("--http-port", default=8000, type=int)
+    parser.add_argument("--grpc-port", default=8001, type=int)
+    parser.add_argument("--metrics-port", default=8002, type=int)
+    parser.add_argument("--startup-timeout", default=120.0, type=float, help="seconds")
+    parser.add_argument("--stop-timeout", default=15.0, type=float, help="seconds before SIGKILL")
+    parser.add_argument("--log-file", type=Path, help="server log (default: this terminal)")
+    parser.add_argument("--log-verbose", default=0, type=int)
+
+
+def config_from_args(args: argparse.Namespace) -> TritonConfig:
+    return TritonConfig(
+        model_repository=args.model_repository,
+        host=args.host,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        startup_timeout_s=args.startup_timeout,
+        stop_timeout_s=args.stop_timeout,
+        log_file=args.log_file,
+        log_verbose=args.log_verbose,
+    )
+
+
+def run_server(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    # SIGINT and SIGTERM both end the wait below; the server's own group never sees Ctrl-C.
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    server = TritonServer(config)
+    try:
+        try:
+            startup = server.start()
+        except TritonStartError as error:
+            print(f"turntaker triton: {error}", flush=True)
+            return 1
+        models = ", ".join(sorted(m["name"] for m in server.models()))
+        print(
+            f"turntaker triton: ready in {startup:.2f} s; models: {models}\n"
+            f"  HTTP    {server.http_url}\n"
+            f"  gRPC    {server.grpc_url}\n"
+            f"  metrics http://{config.host}:{config.metrics_port}/metrics",
+            flush=True,
+        )
+        while not stop.wait(0.5):
+            if server.pid is not None and not server.running():
+                print("turntaker triton: the server exited on its own", flush=True)
+                return 1
+        print("turntaker triton: stopping", flush=True)
+        return 0
+    finally:
+        code = server.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if code is not None:
+            print(f"turntaker triton: server exited with {code}", flush=True)
