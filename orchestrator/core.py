@@ -65,6 +65,7 @@ class _Live:
     seq: int
     item_id: str
     audio: bool
+    request: InferenceRequest
     text_parts: list[str] = field(default_factory=list)
     audio_ms: int = 0
     output_tokens: int = 0
@@ -86,7 +87,6 @@ class SessionCore:
         self._pending_item_id: str | None = None
         self._out: list[Output] = []
         self._event_id: str | None = None
-        self._pending_start: InferenceRequest | None = None
 
     # Entry points ---------------------------------------------------------------------
     def open(self) -> list[Output]:
@@ -108,7 +108,6 @@ class SessionCore:
 
     def vad(self, event: VadEvent) -> list[Output]:
         if isinstance(event, VadSpeechStarted):
-            self._pending_item_id = self._new_id("item")
             self._run_session("speech_started", audio_start_ms=event.audio_start_ms)
         else:
             self._run_session(
@@ -192,10 +191,12 @@ class SessionCore:
                 return
             self._run_session("clear", response_id=event.response_id)
         elif isinstance(event, ce.OutputAudioBufferClear):
-            cleared_before = self._count_cleared()
+            # The charts answer a clear of a live latest response or of a named older one;
+            # a clear of nothing live is still answered: the client's buffer is empty now.
+            targets_latest = event.response_id in (None, self.chart.latest_response_id)
+            answered_by_charts = self.chart.is_output_live or not targets_latest
             self._run_session("clear", response_id=event.response_id)
-            if self._count_cleared() == cleared_before:
-                # Nothing live was cleared: still answer, as the client's buffer is empty now.
+            if not answered_by_charts:
                 self._out.append(self.env.cleared(event.response_id or ""))
         elif isinstance(event, ce.PlaybackAck):
             self._ack(event)
@@ -317,15 +318,14 @@ class SessionCore:
         rid = self._new_id("resp")
         item_id = self._new_id("item")
         seq = self.fence.issue()
-        live = _Live(ResponseChart(rid), seq, item_id, audio="audio" in modalities)
+        live = _Live(ResponseChart(rid), seq, item_id, "audio" in modalities, request)
         self.live[rid] = live
         for evicted in self.ledger.open(rid, item_id):
             self._forget(evicted)
-        previous = self.conversation.items[-1].id if len(self.conversation) else None
+        previous = self._last_item_id()
         self.conversation.open_reply(item_id, rid)
         self._out.extend(self.env.response_started(rid, item_id, previous, modalities, request))
         self._run_session("response_started", response_id=rid)
-        self._pending_start = request
         self._run_response(rid, "start")
 
     def _forget(self, rid: str) -> None:
@@ -335,9 +335,6 @@ class SessionCore:
             self._out.append(CancelBackend(rid, live.seq))
             self.fence.close(live.seq)
 
-    def _count_cleared(self) -> int:
-        return sum(1 for o in self._out if self.env.is_cleared(o))
-
     # Effects --------------------------------------------------------------------------
     def _run_session(self, event: str, **kwargs: object) -> None:
         for effect in self.chart.handle(event, **kwargs):
@@ -345,9 +342,10 @@ class SessionCore:
 
     def _session_effect(self, effect: fx.Effect) -> None:
         if isinstance(effect, fx.AnnounceSpeechStarted):
-            item_id = self._pending_item_id or self._new_id("item")
-            self._pending_item_id = item_id
-            self._out.append(self.env.speech_started(effect.audio_start_ms, item_id))
+            # The id is taken only once the chart has started a turn: it names the item
+            # that the matching commit will create.
+            self._pending_item_id = self._new_id("item")
+            self._out.append(self.env.speech_started(effect.audio_start_ms, self._pending_item_id))
         elif isinstance(effect, fx.AnnounceSpeechStopped):
             item_id = self._pending_item_id or self._new_id("item")
             self._pending_item_id = item_id
@@ -374,7 +372,7 @@ class SessionCore:
         audio = bytes(self._buffer)
         self._buffer.clear()
         item = conv.Item(item_id, "user", (conv.InputAudio(audio),))
-        previous = self.conversation.items[-1].id if len(self.conversation) else None
+        previous = self._last_item_id()
         self.conversation.add(item)
         self._out.append(self.env.input_committed(item_id, previous))
         self._announce_item(item)
@@ -392,8 +390,7 @@ class SessionCore:
     def _response_effect(self, live: _Live, effect: fx.Effect) -> None:
         rid = live.chart.response_id
         if isinstance(effect, fx.StartInference):
-            assert self._pending_start is not None
-            self._out.append(StartBackend(rid, live.seq, self._pending_start))
+            self._out.append(StartBackend(rid, live.seq, live.request))
         elif isinstance(effect, fx.CancelInference):
             self.fence.close(live.seq)
             self._out.append(CancelBackend(rid, live.seq))
@@ -453,6 +450,10 @@ class SessionCore:
         self.conversation.fill_reply(item_id, content)
 
     # Helpers --------------------------------------------------------------------------
+    def _last_item_id(self) -> str | None:
+        items = self.conversation.items
+        return items[-1].id if items else None
+
     def _new_id(self, prefix: str) -> str:
         self._ids += 1
         return f"{prefix}_{self.session_id}_{self._ids}"

@@ -248,10 +248,6 @@ class Envelope:
     def cleared(self, rid: str) -> OutEvent:
         return se.OutputAudioBufferCleared(response_id=rid)
 
-    @staticmethod
-    def is_cleared(event: object) -> bool:
-        return isinstance(event, se.OutputAudioBufferCleared)
-
     def acknowledged(self, result: AckResult) -> OutEvent:
         return se.PlaybackAcknowledged(
             response_id=result.response_id,

@@ -269,3 +269,24 @@ def test_manual_commit_bridge_non_final_commit_keeps_buffering() -> None:
     [user] = [i for i in h.core.conversation.items if i.role == "user"]
     [audio] = user.content
     assert isinstance(audio, conv.InputAudio) and len(audio.audio) == 200 * MS
+
+
+def test_rule4_every_clear_is_answered_exactly_once() -> None:
+    h = Harness()
+    for target in (None, "resp_unknown"):  # nothing live at all
+        out = h.core.client(ce.OutputAudioBufferClear(response_id=target))
+        assert len(of(out, se.OutputAudioBufferCleared)) == 1
+    rid, _, _ = h.turn()  # draining: generated, not yet played
+    out = h.core.client(ce.OutputAudioBufferClear())
+    assert [c.response_id for c in of(out, se.OutputAudioBufferCleared)] == [rid]
+    out = h.core.client(ce.OutputAudioBufferClear(response_id=rid))  # already cleared
+    assert [c.response_id for c in of(out, se.OutputAudioBufferCleared)] == [rid]
+
+
+def test_speech_started_names_the_item_its_commit_creates() -> None:
+    h = Harness()
+    h.core.client(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 300))
+    [started] = of(h.core.vad(VadSpeechStarted(0)), se.InputAudioBufferSpeechStarted)
+    assert not of(h.core.vad(VadSpeechStarted(100)), se.InputAudioBufferSpeechStarted)
+    [committed] = of(h.core.vad(VadSpeechStopped(300)), se.InputAudioBufferCommitted)
+    assert committed.item_id == started.item_id
