@@ -27,6 +27,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from turntaker_models.cancel_board import CancelBoard
+from turntaker_models.settings import ModelSettings
+
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region_"
 # Process names as the kernel truncates them (15 characters) in /proc/PID/comm.
@@ -60,6 +63,14 @@ class TritonConfig:
     # Where the backend directory is written once per wheel and Python version.
     cache_dir: Path = field(default_factory=_default_cache_dir)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # Models to load (explicit model control; an ensemble brings its steps). Empty: every model.
+    models: tuple[str, ...] = ()
+    # The cancel board the pipeline stages check; None: a fresh file for this run in /dev/shm.
+    board_path: Path | None = None
+    # Qwen3-Omni weights for thinker/talker/code2wav; None: the models build tiny ones in cache.
+    omni_weights: Path | None = None
+    # Torch/onnxruntime threads per model process.
+    model_threads: int = 1
 
     @property
     def http_url(self) -> str:
@@ -201,6 +212,10 @@ class TritonServer:
     def __init__(self, config: TritonConfig) -> None:
         self.config = config
         self.startup_s: float | None = None
+        self.board_path = config.board_path or SHM_DIR / (
+            f"turntaker-cancel-board-{config.grpc_port}-{os.getpid()}"
+        )
+        self._owns_board = config.board_path is None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -233,8 +248,22 @@ class TritonServer:
             f"--metrics-port={c.metrics_port}",
             "--allow-gpu-metrics=false",
             f"--log-verbose={c.log_verbose}",
+            *(["--model-control-mode=explicit"] if c.models else []),
+            *(f"--load-model={name}" for name in c.models),
             *c.extra_args,
         ]
+
+    def model_settings(self) -> ModelSettings:
+        return ModelSettings(
+            board_path=self.board_path,
+            cache_dir=self.config.cache_dir,
+            omni_weights=self.config.omni_weights,
+            threads=self.config.model_threads,
+        )
+
+    def board(self) -> CancelBoard:
+        """The cancel board this server's models check (the caller closes it)."""
+        return CancelBoard.open(self.board_path)
 
     def start(self) -> float:
         """Start the server and wait until it and every model are ready; returns seconds taken.
@@ -250,13 +279,19 @@ class TritonServer:
         remove_stale_shm_regions()
         began = time.monotonic()
         backend_dir = write_backend_directory(self.config.cache_dir)
+        # Created before the stubs start so that every stage maps the same zeroed file.
+        CancelBoard.open(self.board_path).close()
+        env = server_environment()
+        env.update(self.model_settings().environment())
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("OMP_NUM_THREADS", str(self.config.model_threads))
         output: IO[bytes] | None = None
         if self.config.log_file is not None:
             self.config.log_file.parent.mkdir(parents=True, exist_ok=True)
             self._log = output = self.config.log_file.open("wb")
         self._process = subprocess.Popen(
             self.command(backend_dir),
-            env=server_environment(),
+            env=env,
             stdout=output,
             stderr=subprocess.STDOUT if output is not None else None,
             stdin=subprocess.DEVNULL,
@@ -291,11 +326,16 @@ class TritonServer:
                     f"{self._log_hint()}"
                 )
             time.sleep(0.1)
+        index = self.models()
+        # In explicit mode the index also lists the models left unloaded (state None).
+        names = {str(m.get("name")) for m in index}
+        wanted = set(self.config.models) or names
         not_ready = [
             f"{m.get('name')}: {m.get('state')} {m.get('reason', '')}".strip()
-            for m in self.models()
-            if m.get("state") != "READY"
+            for m in index
+            if m.get("name") in wanted and m.get("state") != "READY"
         ]
+        not_ready += [f"{n}: not in the repository" for n in sorted(wanted - names)]
         if not_ready:
             raise TritonStartError(f"models not ready: {'; '.join(not_ready)} {self._log_hint()}")
 
@@ -339,6 +379,8 @@ class TritonServer:
             self._log.close()
             self._log = None
         remove_stale_shm_regions()
+        if self._owns_board:
+            self.board_path.unlink(missing_ok=True)
         return code
 
     def __enter__(self) -> Self:

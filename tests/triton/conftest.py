@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,8 @@ def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSe
         grpc_port=_free_port(),
         metrics_port=_free_port(),
         log_file=log,
+        # While working on one model, TURNTAKER_TEST_MODELS=asr,tts loads only those.
+        models=tuple(m for m in os.environ.get("TURNTAKER_TEST_MODELS", "").split(",") if m),
     )
     server = TritonServer(config)
     server.start()

@@ -1,0 +1,122 @@
+"""The pipeline contract shared by `cascade` and `qwen3_omni` (see model_repository/README.md).
+
+Inputs of both ensembles (names and types are the same in both `config.pbtxt`):
+- `REQUEST_ID`    TYPE_STRING [1]  the orchestrator's id for this generation; the key on the
+                                   cancel board, forwarded to every step.
+- `CONVERSATION`  TYPE_STRING [1]  JSON `Conversation` below: the history as the orchestrator
+                                   builds it (pruned whole turns, empty assistant boundaries).
+- `AUDIO`         TYPE_FP32  [-1]  every audio part of the conversation, 16 kHz mono in [-1, 1],
+                                   concatenated in order of appearance.
+- `AUDIO_LENGTHS` TYPE_INT32 [-1]  samples per audio part, in the same order.
+- `PARAMETERS`    TYPE_STRING [1]  JSON `GenerationParameters`.
+
+Outputs, streamed (a response may carry either or both; the last one has the final flag):
+- `TEXT_DELTA`    TYPE_STRING [1]  the next piece of the assistant's text (UTF-8, may be "").
+- `AUDIO_CHUNK`   TYPE_FP32  [-1]  the next 24 kHz mono samples of the spoken answer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+INPUT_SAMPLE_RATE = 16000
+OUTPUT_SAMPLE_RATE = 24000
+
+
+class TextPart(msgspec.Struct, tag="text", frozen=True):
+    text: str
+
+
+class AudioPart(msgspec.Struct, tag="audio", frozen=True):
+    # Index into the AUDIO_LENGTHS segments of this request.
+    audio: int
+    # What the orchestrator already knows was said (a transcript), if anything.
+    transcript: str | None = None
+
+
+class ImagePart(msgspec.Struct, tag="image", frozen=True):
+    # A data URL (data:image/png;base64,...), as the client sent it.
+    image_url: str
+
+
+Part = TextPart | AudioPart | ImagePart
+
+
+class Message(msgspec.Struct, frozen=True):
+    role: Literal["system", "user", "assistant"]
+    # An assistant message with no content is the boundary of a turn the user never heard.
+    content: list[Part] = []
+
+
+class Conversation(msgspec.Struct, frozen=True):
+    messages: list[Message]
+
+
+class GenerationParameters(msgspec.Struct, frozen=True):
+    max_tokens: int = 256
+    # 0 means greedy decoding.
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    voice: str = "default"
+    # False for text-only responses: the audio stages are skipped.
+    audio: bool = True
+
+
+class ContractError(ValueError):
+    """A request that does not follow the contract; the message is for the caller."""
+
+
+_conversation_decoder = msgspec.json.Decoder(Conversation)
+_parameters_decoder = msgspec.json.Decoder(GenerationParameters)
+
+
+def decode_conversation(raw: bytes) -> Conversation:
+    try:
+        return _conversation_decoder.decode(raw)
+    except msgspec.ValidationError as error:
+        raise ContractError(f"CONVERSATION: {error}") from None
+    except msgspec.DecodeError as error:
+        raise ContractError(f"CONVERSATION is not JSON: {error}") from None
+
+
+def decode_parameters(raw: bytes) -> GenerationParameters:
+    if not raw.strip():
+        return GenerationParameters()
+    try:
+        params = _parameters_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ContractError(f"PARAMETERS: {error}") from None
+    if params.max_tokens < 1:
+        raise ContractError("PARAMETERS: max_tokens must be at least 1")
+    if params.temperature < 0 or not 0 < params.top_p <= 1:
+        raise ContractError("PARAMETERS: temperature >= 0 and 0 < top_p <= 1 required")
+    return params
+
+
+def encode(value: Conversation | GenerationParameters) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def split_audio(
+    audio: npt.NDArray[np.float32], lengths: npt.NDArray[np.int32], conversation: Conversation
+) -> list[npt.NDArray[np.float32]]:
+    """The audio segments, checked against the lengths and the parts that point at them."""
+    sizes = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+    if (sizes < 0).any() or int(sizes.sum()) != audio.shape[0]:
+        raise ContractError(
+            f"AUDIO has {audio.shape[0]} samples but AUDIO_LENGTHS add up to {int(sizes.sum())}"
+        )
+    for message in conversation.messages:
+        for part in message.content:
+            if isinstance(part, AudioPart) and not 0 <= part.audio < sizes.shape[0]:
+                raise ContractError(
+                    f"audio part {part.audio} but only {sizes.shape[0]} audio segments"
+                )
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    return [audio[bounds[i] : bounds[i + 1]] for i in range(sizes.shape[0])]
