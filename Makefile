@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := graphviz flite
+APT_PACKAGES := graphviz flite festival festvox-kallpc16k
 
 export HF_HUB_OFFLINE := 1
 
@@ -31,14 +31,15 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 serve: $(STAMP)
-	@echo "make serve: the orchestrator service and Triton models are not built yet (issues 3, 4)" >&2
-	@exit 2
+	$(BIN)/turntaker serve
 
 diagrams: $(STAMP)
 	$(BIN)/turntaker diagrams --out docs/statecharts
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.protocol_decode
+	$(BIN)/python -m bench.vad_batching
+	$(BIN)/python -m bench.pipeline_ttfa
 
 clean:
 	rm -rf $(VENV)

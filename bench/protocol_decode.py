@@ -18,6 +18,7 @@ from pathlib import Path
 
 import msgspec
 
+from bench import report
 from orchestrator.protocol import InputAudioBufferAppend, decode_client_event
 
 HEADING = "## Protocol decode"
@@ -89,22 +90,7 @@ def run(n: int, repeats: int) -> str:
 
 
 def write_section(section: str, doc: Path = DOC) -> None:
-    """Replace the "## Protocol decode" section (up to the next "## "), keep the rest."""
-    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == HEADING), None)
-    if start is None:
-        body = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next(
-            (j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines)
-        )
-        rest = "\n".join(lines[end:])
-        body = "\n".join(lines[:start]) + ("\n" if start else "") + section
-        if rest:
-            body += "\n" + rest + "\n"
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(body, encoding="utf-8")
+    report.write_section(HEADING, section, doc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,24 @@ def _triton(args: argparse.Namespace) -> int:
     return run_server(args)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from orchestrator.service.serve import run
+
+    return run(args)
+
+
+def _make_tiny_omni(args: argparse.Namespace) -> int:
+    # Imported here: it pulls torch and transformers, which the other subcommands never need.
+    from turntaker_models.omni.tiny import make_tiny_omni
+
+    out = Path(args.dir)
+    if out.exists():
+        print(f"{out} exists; left as it is", file=sys.stderr)
+        return 1
+    print(make_tiny_omni(out, seed=args.seed))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turntaker", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -33,6 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(triton)
     triton.set_defaults(func=_triton)
+    tiny = sub.add_parser(
+        "make-tiny-omni",
+        help="write tiny random Qwen3-Omni weights (real classes, local tokenizer) to DIR",
+    )
+    tiny.add_argument("dir", metavar="DIR", help="output folder (must not exist)")
+    tiny.add_argument("--seed", default=0, type=int, help="weights seed (default 0)")
+    tiny.set_defaults(func=_make_tiny_omni)
+    serve = sub.add_parser("serve", help="the realtime server (starts a local Triton)")
+    from orchestrator.service.serve import add_arguments as add_serve_arguments
+
+    add_serve_arguments(serve)
+    serve.set_defaults(func=_serve)
     return parser
 
 

@@ -255,6 +255,25 @@ class Conversation:
         self._items[item_id] = new
         return new
 
+    def set_transcript(self, item_id: str, transcript: str) -> Item | None:
+        """Attach a transcript to a user item's audio that has none; None if it is gone.
+
+        In place, like `fill_reply`: transcription finishes after the item was committed, and
+        the item keeps its position and id.
+        """
+        if item_id not in self._items:
+            return None
+        old = self._items[item_id]
+        content = tuple(
+            InputAudio(part.audio, transcript)
+            if isinstance(part, InputAudio) and part.transcript is None
+            else part
+            for part in old.content
+        )
+        new = Item(old.id, old.role, content, old.response_id)
+        self._items[item_id] = new
+        return new
+
     def turns(self) -> tuple[Turn, ...]:
         return split_turns(self.items)
 

@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import mmap
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,8 @@ class CancelBoard:
         self.path = path
         self._fd = fd
         self._map = mapped
+        # flock belongs to the open file, not the thread: threads of one stage need their own.
+        self._thread_lock = threading.Lock()
         self._counts: npt.NDArray[np.uint64] = np.frombuffer(
             mapped, dtype="<u8", count=2, offset=8
         )
@@ -164,16 +167,27 @@ class CancelBoard:
         ]
         return sorted(records, key=lambda r: r.t_ns)
 
-    def _locked(self) -> _FileLock:
-        return _FileLock(self._fd)
+    def _locked(self) -> _WriterLock:
+        return _WriterLock(self._fd, self._thread_lock)
 
 
-class _FileLock:
-    def __init__(self, fd: int) -> None:
+class _WriterLock:
+    """Excludes other processes (flock) and other threads of this process (a mutex)."""
+
+    def __init__(self, fd: int, thread_lock: threading.Lock) -> None:
         self._fd = fd
+        self._thread_lock = thread_lock
 
     def __enter__(self) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._thread_lock.acquire()
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._thread_lock.release()
+            raise
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()

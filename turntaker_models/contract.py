@@ -108,7 +108,10 @@ def split_audio(
     """The audio segments, checked against the lengths and the parts that point at them."""
     sizes = np.asarray(lengths, dtype=np.int64).reshape(-1)
     audio = np.asarray(audio, dtype=np.float32).reshape(-1)
-    if (sizes < 0).any() or int(sizes.sum()) != audio.shape[0]:
+    if (sizes < 0).any():
+        bad = int(np.flatnonzero(sizes < 0)[0])
+        raise ContractError(f"AUDIO_LENGTHS[{bad}] is {int(sizes[bad])}; lengths must be >= 0")
+    if int(sizes.sum()) != audio.shape[0]:
         raise ContractError(
             f"AUDIO has {audio.shape[0]} samples but AUDIO_LENGTHS add up to {int(sizes.sum())}"
         )

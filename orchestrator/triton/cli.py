@@ -21,6 +21,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-timeout", default=15.0, type=float, help="seconds before SIGKILL")
     parser.add_argument("--log-file", type=Path, help="server log (default: this terminal)")
     parser.add_argument("--log-verbose", default=0, type=int)
+    parser.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        default=[],
+        help="load only this model (repeatable; an ensemble brings its steps); default: all",
+    )
+    parser.add_argument(
+        "--omni-weights",
+        type=Path,
+        help="Qwen3-Omni checkpoint folder (default: tiny random weights built in the cache)",
+    )
+    parser.add_argument("--model-threads", default=1, type=int, help="threads per model process")
+    parser.add_argument(
+        "--cancel-board", type=Path, help="cancel board file (default: a fresh one in /dev/shm)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TritonConfig:
@@ -34,6 +50,10 @@ def config_from_args(args: argparse.Namespace) -> TritonConfig:
         stop_timeout_s=args.stop_timeout,
         log_file=args.log_file,
         log_verbose=args.log_verbose,
+        models=tuple(args.models),
+        omni_weights=args.omni_weights,
+        model_threads=args.model_threads,
+        board_path=args.cancel_board,
     )
 
 
@@ -58,7 +78,8 @@ def run_server(args: argparse.Namespace) -> int:
             f"turntaker triton: ready in {startup:.2f} s; models: {models}\n"
             f"  HTTP    {server.http_url}\n"
             f"  gRPC    {server.grpc_url}\n"
-            f"  metrics http://{config.host}:{config.metrics_port}/metrics",
+            f"  metrics http://{config.host}:{config.metrics_port}/metrics\n"
+            f"  cancel board {server.board_path}",
             flush=True,
         )
         while not stop.wait(0.5):

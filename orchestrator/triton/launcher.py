@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -160,6 +161,28 @@ def _die_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+_STEP_MODEL = re.compile(r'model_name\s*:\s*"([^"]+)"')
+
+
+def with_ensemble_steps(repository: Path, models: tuple[str, ...]) -> tuple[str, ...]:
+    """`models` plus every model their ensembles call, recursively, in a stable order.
+
+    In explicit model-control mode Triton 2.51 loads an ensemble without its steps (checked:
+    the ensemble reports READY while its steps stay unloaded), so the launcher names them.
+    """
+    ordered: list[str] = []
+    todo = list(models)
+    while todo:
+        name = todo.pop(0)
+        if name in ordered:
+            continue
+        ordered.append(name)
+        config = repository / name / "config.pbtxt"
+        if config.exists():
+            todo.extend(_STEP_MODEL.findall(config.read_text()))
+    return tuple(ordered)
+
+
 def triton_processes_running() -> bool:
     """Whether any tritonserver or Python backend stub process is alive on this machine."""
     for comm in Path("/proc").glob("[0-9]*/comm"):
@@ -249,7 +272,10 @@ class TritonServer:
             "--allow-gpu-metrics=false",
             f"--log-verbose={c.log_verbose}",
             *(["--model-control-mode=explicit"] if c.models else []),
-            *(f"--load-model={name}" for name in c.models),
+            *(
+                f"--load-model={name}"
+                for name in with_ensemble_steps(c.model_repository, c.models)
+            ),
             *c.extra_args,
         ]
 
@@ -329,7 +355,9 @@ class TritonServer:
         index = self.models()
         # In explicit mode the index also lists the models left unloaded (state None).
         names = {str(m.get("name")) for m in index}
-        wanted = set(self.config.models) or names
+        # Explicit mode: what was asked for plus whatever it pulled in (an ensemble's steps).
+        asked = self.config.models
+        wanted = set(with_ensemble_steps(self.config.model_repository, asked)) if asked else names
         not_ready = [
             f"{m.get('name')}: {m.get('state')} {m.get('reason', '')}".strip()
             for m in index

@@ -106,6 +106,9 @@ class PipelineStream:
         self._items: queue.Queue[PipelineChunk | BaseException] = queue.Queue(max_pending)
         self._request_id: str | None = None
         self._open = False
+        # Set by the reader thread once the final response (or an error, which ends the
+        # request) arrived: the request is over, and close() must not cancel it.
+        self._ended = False
 
     def start(self, request: PipelineRequest) -> None:
         if self._request_id is not None:
@@ -115,9 +118,12 @@ class PipelineStream:
         def callback(result: Any = None, error: Any = None) -> None:
             now = time.monotonic()
             if error is not None:
+                self._ended = True
                 self._items.put(PipelineError(str(error)))
             else:
-                self._items.put(_chunk(result, now))
+                chunk = _chunk(result, now)
+                self._ended = self._ended or chunk.final
+                self._items.put(chunk)
 
         self._client.start_stream(callback=callback)
         self._open = True
@@ -150,10 +156,15 @@ class PipelineStream:
         return at
 
     def close(self) -> None:
+        """Stop the stream; cancels the request only if its final response has not come.
+
+        Cancelling a request that already ended leaves the model referenced in tritonserver
+        2.51 (about one time in three), so it never unloads and the server's SIGTERM hangs.
+        """
         if self._open:
             self._open = False
             try:
-                self._client.stop_stream(cancel_requests=True)
+                self._client.stop_stream(cancel_requests=not self._ended)
             except InferenceServerException:
                 pass
 

@@ -1,0 +1,186 @@
+"""Time to first text and first audio chunk of each pipeline, and cancel to last stage stopped.
+
+For `cascade` (asr -> llm -> tts) and `qwen3_omni` (thinker -> talker -> code2wav, tiny random
+weights on CPU unless --omni-weights is given), the same spoken question (flite) is sent
+through `PipelineStream` against a real tritonserver, `--runs` times each; then as many runs
+are cancelled on their first audio chunk, and the cancel board's stop records give the time
+from the cancel to the last stage stopping.
+
+Run: `python -m bench.pipeline_ttfa` (writes "## Pipeline latency" in docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import soxr
+from scipy.io import wavfile
+
+from bench import report
+from orchestrator.triton import TritonConfig, TritonServer
+from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
+from turntaker_models.contract import (
+    AudioPart,
+    Conversation,
+    GenerationParameters,
+    Message,
+)
+
+HEADING = "## Pipeline latency"
+REPO = Path(__file__).resolve().parent.parent / "model_repository"
+QUESTION = "What is the capital of France?"
+
+
+@dataclass(frozen=True)
+class Run:
+    first_text_ms: float
+    first_audio_ms: float
+    total_ms: float
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _spoken(text: str) -> npt.NDArray[np.float32]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "q.wav"
+        subprocess.run(["flite", "-t", text, "-o", str(path)], check=True)
+        rate, data = wavfile.read(path)
+    audio = data.astype(np.float32) / 32768.0
+    return np.asarray(soxr.resample(audio, rate, 16000), np.float32)
+
+
+def _request(question: npt.NDArray[np.float32], max_tokens: int) -> PipelineRequest:
+    return PipelineRequest(
+        request_id=f"bench-{uuid.uuid4().hex}",
+        conversation=Conversation(messages=[Message(role="user", content=[AudioPart(0)])]),
+        audio=[question],
+        parameters=GenerationParameters(max_tokens=max_tokens),
+    )
+
+
+def one_run(url: str, model: str, request: PipelineRequest) -> Run:
+    first_text = first_audio = float("nan")
+    with PipelineStream(url, model) as stream:
+        began = time.monotonic()
+        stream.start(request)
+        for chunk in stream.chunks(timeout_s=120):
+            if chunk.text and first_text != first_text:
+                first_text = chunk.received_at - began
+            if chunk.audio.size and first_audio != first_audio:
+                first_audio = chunk.received_at - began
+        total = time.monotonic() - began
+    return Run(first_text * 1000, first_audio * 1000, total * 1000)
+
+
+def cancel_run(server: TritonServer, model: str, request: PipelineRequest) -> float:
+    """Cancel on the first audio chunk; ms from the cancel to the last stage's stop record."""
+    with PipelineStream(server.grpc_url, model) as stream:
+        stream.start(request)
+        for chunk in stream.chunks(timeout_s=120):
+            if chunk.audio.size:
+                break
+        cancelled_at = stream.cancel()
+    with server.board() as board:
+        deadline = time.monotonic() + 5
+        stops = board.stops(request.request_id)
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            newer = board.stops(request.request_id)
+            if len(newer) == len(stops) and stops:
+                break
+            stops = newer
+    if not stops:
+        return float("nan")
+    return (max(s.t_ns for s in stops) - cancelled_at) / 1e6
+
+
+def _median(values: list[float]) -> float:
+    finite = [v for v in values if v == v]
+    return statistics.median(finite) if finite else float("nan")
+
+
+def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
+    question = _spoken(QUESTION)
+    log = Path(tempfile.mkdtemp()) / "tritonserver.log"
+    config = TritonConfig(
+        model_repository=REPO,
+        http_port=_free_port(),
+        grpc_port=_free_port(),
+        metrics_port=_free_port(),
+        models=("cascade", "qwen3_omni", "cancel"),
+        omni_weights=omni_weights,
+        log_file=log,
+    )
+    rows = []
+    with TritonServer(config) as server:
+        startup = server.startup_s or 0.0
+        for model in ("cascade", "qwen3_omni"):
+            one_run(server.grpc_url, model, _request(question, max_tokens))  # warm-up
+            timed = [
+                one_run(server.grpc_url, model, _request(question, max_tokens))
+                for _ in range(runs)
+            ]
+            stops = [
+                cancel_run(server, model, _request(question, max_tokens)) for _ in range(runs)
+            ]
+            rows.append((model, timed, stops))
+    weights = str(omni_weights) if omni_weights else "tiny random weights (CPU)"
+    lines = [
+        HEADING,
+        "",
+        f"Command: `python -m bench.pipeline_ttfa --runs {runs}` ({os.cpu_count()} cores, CPU; "
+        f"Python {sys.version.split()[0]}; qwen3_omni on {weights}; max_tokens {max_tokens}; "
+        f"server start-up with these models {startup:.1f} s).",
+        "",
+        f'The question is flite speech of "{QUESTION}" (16 kHz). Times from sending the '
+        "request to the client receiving the chunk; cancel to stop is from the cancel model's "
+        "board write to the last stage's stop record (CLOCK_MONOTONIC, same machine).",
+        "",
+        "| pipeline | runs | first text ms (median) | first audio ms (median) | whole answer ms "
+        "(median) | cancel -> last stage stopped ms (median, max) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for model, timed, stops in rows:
+        finite = [s for s in stops if s == s]
+        lines.append(
+            f"| `{model}` | {runs} | {_median([r.first_text_ms for r in timed]):.0f} | "
+            f"{_median([r.first_audio_ms for r in timed]):.0f} | "
+            f"{_median([r.total_ms for r in timed]):.0f} | "
+            f"{_median(stops):.1f}, {max(finite) if finite else float('nan'):.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--omni-weights", type=Path)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    section = run(args.runs, args.max_tokens, args.omni_weights)
+    sys.stdout.write(section)
+    if not args.no_write:
+        report.write_section(HEADING, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

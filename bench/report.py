@@ -1,0 +1,26 @@
+"""Writes one benchmark's section of docs/benchmarks.md, leaving the other sections alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def write_section(heading: str, section: str, doc: Path = DOC) -> None:
+    """Replace the section starting at `heading` (up to the next "## "), keep the rest."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
+    if start is None:
+        body = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next(
+            (j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines)
+        )
+        rest = "\n".join(lines[end:])
+        body = "\n".join(lines[:start]) + ("\n" if start else "") + section
+        if rest:
+            body += "\n" + rest + "\n"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(body, encoding="utf-8")

@@ -1,0 +1,99 @@
+"""Triton endpoints: health-checked, each new response to the healthy one with fewest streams.
+
+Rules:
+- A response is placed on a healthy endpoint with the fewest open streams (ties: the order
+  given). With none healthy, `NoHealthyEndpoint` is raised and the response fails at once with
+  a clear reason; the session stays open.
+- An endpoint is unhealthy from its first failed health check or a failed stream on it, and
+  healthy again at its next successful check (server ready and the needed models ready).
+- Streams already open on an endpoint are not moved; they end (or fail) where they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import trio
+import tritonclient.grpc as grpcclient
+
+from orchestrator.service.metrics import Metrics
+
+
+class NoHealthyEndpoint(RuntimeError):
+    """No Triton endpoint is ready to take a new stream."""
+
+
+@dataclass
+class Endpoint:
+    url: str
+    healthy: bool = False
+    streams: int = 0
+
+
+def _ready(url: str, models: tuple[str, ...], timeout_s: float) -> bool:
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        if not client.is_server_ready(client_timeout=timeout_s):
+            return False
+        return all(client.is_model_ready(m, client_timeout=timeout_s) for m in models)
+    except Exception:
+        return False
+    finally:
+        client.close()
+
+
+class EndpointPool:
+    def __init__(self, urls: tuple[str, ...], models: tuple[str, ...], metrics: Metrics) -> None:
+        if not urls:
+            raise ValueError("at least one Triton endpoint is needed")
+        self.endpoints = [Endpoint(u) for u in urls]
+        self.models = models
+        self._metrics = metrics
+
+    def choose(self) -> Endpoint:
+        healthy = [e for e in self.endpoints if e.healthy]
+        if not healthy:
+            raise NoHealthyEndpoint(
+                "no Triton endpoint is ready: " + ", ".join(e.url for e in self.endpoints)
+            )
+        return min(healthy, key=lambda e: e.streams)
+
+    @contextmanager
+    def lease(self, endpoint: Endpoint) -> Iterator[Endpoint]:
+        endpoint.streams += 1
+        self._metrics.triton_streams.labels(endpoint.url).set(endpoint.streams)
+        try:
+            yield endpoint
+        finally:
+            endpoint.streams -= 1
+            self._metrics.triton_streams.labels(endpoint.url).set(endpoint.streams)
+
+    def mark_failed(self, endpoint: Endpoint) -> None:
+        self._set(endpoint, False)
+
+    @property
+    def any_healthy(self) -> bool:
+        return any(e.healthy for e in self.endpoints)
+
+    async def check_all(self, timeout_s: float = 1.0) -> None:
+        async def check(endpoint: Endpoint) -> None:
+            ok = await trio.to_thread.run_sync(
+                _ready, endpoint.url, self.models, timeout_s, abandon_on_cancel=True
+            )
+            self._set(endpoint, ok)
+
+        async with trio.open_nursery() as nursery:
+            for endpoint in self.endpoints:
+                nursery.start_soon(check, endpoint)
+
+    async def watch(self, interval_s: float) -> None:
+        """Poll every endpoint forever (run it in the server's nursery)."""
+        while True:
+            await self.check_all(timeout_s=max(0.2, interval_s))
+            await trio.sleep(interval_s)
+
+    def _set(self, endpoint: Endpoint, healthy: bool) -> None:
+        endpoint.healthy = healthy
+        self._metrics.triton_endpoint_up.labels(endpoint.url).set(1 if healthy else 0)

@@ -1,0 +1,81 @@
+"""From the core's `InferenceRequest` (pruned history) to the pipelines' contract request.
+
+The history holds only what the user heard (rule 6): assistant items carry the heard
+transcript, an empty assistant item is the boundary of a reply nobody heard, and user audio is
+sent as audio (16 kHz) with its transcript when one is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from orchestrator import conversation as conv
+from orchestrator.signals import InferenceRequest
+from orchestrator.triton.pipeline_client import PipelineRequest
+from turntaker_models.contract import (
+    AudioPart,
+    Conversation,
+    GenerationParameters,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+)
+
+Audio16k = npt.NDArray[np.float32]
+# Turns a user audio part's bytes (the session's input format) into 16 kHz float samples.
+AudioDecoder = Callable[[bytes], Audio16k]
+
+
+def pipeline_request(
+    request_id: str,
+    request: InferenceRequest,
+    decode_audio: AudioDecoder,
+    *,
+    default_max_tokens: int,
+    transcripts: Mapping[str, str] | None = None,
+    audio_with_transcript: bool = True,
+) -> PipelineRequest:
+    """`transcripts` (by item id) fill user audio whose item has none yet. Where a transcript is
+    known and `audio_with_transcript` is false (a text model behind ASR: the cascade), the audio
+    itself is left out (an empty segment), so earlier turns are never transcribed again."""
+    messages: list[Message] = []
+    segments: list[Audio16k] = []
+    if request.instructions:
+        messages.append(Message(role="system", content=[TextPart(request.instructions)]))
+    for item in request.items:
+        parts: list[Part] = []
+        for content in item.content:
+            if isinstance(content, conv.InputText | conv.OutputText):
+                parts.append(TextPart(content.text))
+            elif isinstance(content, conv.InputAudio):
+                transcript = content.transcript
+                if transcript is None and transcripts is not None:
+                    transcript = transcripts.get(item.id)
+                parts.append(AudioPart(len(segments), transcript))
+                if transcript is not None and not audio_with_transcript:
+                    segments.append(np.zeros(0, np.float32))
+                else:
+                    segments.append(decode_audio(content.audio))
+            elif isinstance(content, conv.InputImage):
+                parts.append(ImagePart(content.image_url))
+            elif isinstance(content, conv.OutputAudio):
+                # What the user heard of an earlier reply, as text: the model's own audio is not
+                # fed back.
+                if content.transcript:
+                    parts.append(TextPart(content.transcript))
+        messages.append(Message(role=item.role, content=parts))
+    parameters = GenerationParameters(
+        max_tokens=request.max_output_tokens or default_max_tokens,
+        voice=request.voice,
+        audio="audio" in request.output_modalities,
+    )
+    return PipelineRequest(
+        request_id=request_id,
+        conversation=Conversation(messages=messages),
+        audio=segments,
+        parameters=parameters,
+    )

@@ -1,0 +1,170 @@
+"""The response actor: one Trio task per response that owns its Triton pipeline stream.
+
+It places the response on a healthy endpoint, opens the stream, turns each streamed chunk into
+a typed backend event tagged with the response's fence number, and posts it to the session's
+mailbox, where the core (and the response's chart in it) decides what reaches the client.
+Cancelling it (barge-in, `response.cancel`, session end) writes the request id on that
+endpoint's cancel board and cancels the gRPC stream, so every pipeline stage stops; output
+that was already in flight is dropped by the fence in the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import trio
+
+from orchestrator.service.endpoints import EndpointPool, NoHealthyEndpoint
+from orchestrator.service.requests import AudioDecoder, pipeline_request
+from orchestrator.signals import (
+    BackendAudio,
+    BackendDone,
+    BackendEvent,
+    BackendFailed,
+    BackendText,
+    StartBackend,
+)
+from orchestrator.triton.pipeline_client import PipelineError
+from orchestrator.triton.trio_bridge import open_pipeline_stream
+
+Post = Callable[[BackendEvent], Awaitable[None]]
+# Transcripts of the given items' audio, waiting for those still being transcribed.
+Transcripts = Callable[[list[str]], Awaitable[Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class ResponseServices:
+    pool: EndpointPool
+    pipeline: str
+    default_max_tokens: int
+    # A stream that sends nothing for this long is failed (a hung endpoint).
+    stall_timeout_s: float = 30.0
+
+
+def pcm16(samples: npt.NDArray[np.float32]) -> bytes:
+    clipped = np.clip(np.asarray(samples, np.float32), -1.0, 1.0)
+    return (clipped * 32767.0).astype("<i2").tobytes()
+
+
+class ResponseActor:
+    def __init__(
+        self,
+        action: StartBackend,
+        request_id: str,
+        services: ResponseServices,
+        *,
+        decode_audio: AudioDecoder,
+        post: Post,
+        transcripts: Transcripts | None = None,
+    ) -> None:
+        self.action = action
+        self.request_id = request_id
+        self.services = services
+        self._decode_audio = decode_audio
+        self._post = post
+        self._transcripts = transcripts
+        self._cancelled = False
+        self._current: trio.CancelScope | None = None
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self._current is not None:
+            self._current.cancel()
+
+    @contextmanager
+    def _cancellable(self) -> Iterator[trio.CancelScope]:
+        """A scope that `cancel()` cancels, also when it was called before the scope began."""
+        scope = trio.CancelScope()
+        if self._cancelled:
+            scope.cancel()
+        self._current = scope
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._current = None
+
+    async def run(self) -> None:
+        action = self.action
+        rid, seq = action.response_id, action.seq
+        try:
+            endpoint = self.services.pool.choose()
+        except NoHealthyEndpoint as error:
+            await self._post(BackendFailed(rid, seq, str(error)))
+            return
+        known: Mapping[str, str] = {}
+        if self._transcripts is not None:
+            # The cascade hears through ASR: wait for the turn's transcript (it is being made
+            # already) rather than transcribing the same audio twice. Barge-in cancels the wait.
+            with self._cancellable() as waiting:
+                known = await self._transcripts([item.id for item in action.request.items])
+            if waiting.cancelled_caught:
+                return  # the core already closed this response (fence and terminal)
+        request = pipeline_request(
+            self.request_id,
+            action.request,
+            self._decode_audio,
+            default_max_tokens=self.services.default_max_tokens,
+            transcripts=known,
+            audio_with_transcript=self._transcripts is None,
+        )
+        audio_mode = request.parameters.audio
+        tokens = 0
+        pending_text: list[str] = []
+        with self.services.pool.lease(endpoint):
+            try:
+                async with open_pipeline_stream(
+                    endpoint.url, self.services.pipeline, request
+                ) as stream:
+                    with self._cancellable() as streaming:
+                        while True:
+                            with trio.fail_after(self.services.stall_timeout_s):
+                                chunk = await stream.receive()
+                            if chunk.text:
+                                tokens += 1
+                                if audio_mode:
+                                    # Transcript pieces ride on the next audio chunk, so the
+                                    # ledger knows which text was heard with which audio.
+                                    pending_text.append(chunk.text)
+                                else:
+                                    await self._post(BackendText(rid, seq, chunk.text))
+                            if chunk.audio.size:
+                                text = "".join(pending_text)
+                                pending_text.clear()
+                                await self._post(BackendAudio(rid, seq, pcm16(chunk.audio), text))
+                            if chunk.final:
+                                if pending_text:
+                                    await self._post(BackendText(rid, seq, "".join(pending_text)))
+                                await self._post(BackendDone(rid, seq, output_tokens=tokens))
+                                return
+                    if streaming.cancelled_caught:
+                        # Board write + stream cancel: every stage, inside the ensemble too.
+                        with trio.CancelScope(shield=True):
+                            await stream.cancel()
+            except PipelineError as error:
+                if _unreachable(error):
+                    self.services.pool.mark_failed(endpoint)
+                await self._post(BackendFailed(rid, seq, f"pipeline error: {error}"))
+            except trio.TooSlowError:
+                await self._post(
+                    BackendFailed(rid, seq, "the model sent nothing for too long; stream failed")
+                )
+
+
+def _unreachable(error: PipelineError) -> bool:
+    """A transport failure (the endpoint is down), not a model's error about this request."""
+    text = str(error).lower()
+    return any(
+        s in text
+        for s in (
+            "unavailable",
+            "failed to connect",
+            "connection refused",
+            "socket closed",
+            "deadline exceeded",
+        )
+    )

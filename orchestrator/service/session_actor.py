@@ -1,0 +1,419 @@
+"""The session actor: one Trio task per session that owns its `SessionCore` and mailbox.
+
+Everything that happens to a session (a client message, a VAD decision, a chunk from a
+response's Triton stream, a transcript) arrives as one typed message in a bounded mailbox and
+is fed to the core in arrival order; the core's charts decide and the actor carries out what
+they return: server events go to the bounded outbox, `StartBackend` starts a response actor,
+`CancelBackend` cancels one. Structured concurrency: the VAD feeder and every response actor
+run in the session's nursery, so closing the session cancels its responses, their Triton
+streams and its timers, and nothing outlives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+import trio
+
+from orchestrator import conversation as conv
+from orchestrator.audio import InputAudio, VadFrames, decode_input
+from orchestrator.core import CoreConfig, Output, SessionCore
+from orchestrator.protocol import client as ce
+from orchestrator.protocol import server as se
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.service.config import ServiceConfig
+from orchestrator.service.metrics import Metrics
+from orchestrator.service.response_actor import ResponseActor, ResponseServices
+from orchestrator.signals import BackendEvent, CancelBackend, StartBackend, VadEvent
+from orchestrator.turn_detection import TurnDetector
+from orchestrator.vad_batcher import VadBatcher, VadUnavailable
+
+Audio = npt.NDArray[np.float32]
+
+
+class Transcriber(Protocol):
+    async def transcribe(self, audio16k: Audio) -> str: ...
+
+
+@dataclass(frozen=True)
+class SessionServices:
+    metrics: Metrics
+    vad: VadBatcher
+    responses: ResponseServices
+    transcriber: Transcriber | None
+    # The cascade hears through ASR: give it the orchestrator's transcripts, not audio again.
+    transcripts_for_pipeline: bool = False
+    transcript_wait_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class _Client:
+    event: ce.ClientEvent | ProtocolError
+
+
+@dataclass(frozen=True)
+class _Vad:
+    event: VadEvent
+    # trio.current_time() when the detector decided; barge-in latency is measured from here.
+    decided_at: float
+
+
+@dataclass(frozen=True)
+class _Backend:
+    event: BackendEvent
+
+
+@dataclass(frozen=True)
+class _Transcript:
+    item_id: str
+    transcript: str | None
+    error: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _IdleTimeout:
+    # Which arming fired: a newer arming or a disarm makes an older timer's mail stale.
+    arming: int
+
+
+@dataclass(frozen=True)
+class _VadDown:
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Gone:
+    pass
+
+
+_Mail = _Client | _Vad | _VadDown | _IdleTimeout | _Backend | _Transcript | _Gone
+
+
+class SessionActor:
+    def __init__(self, session_id: str, config: ServiceConfig, services: SessionServices) -> None:
+        self.session_id = session_id
+        self.config = config
+        self.services = services
+        self.core = SessionCore(session_id, CoreConfig(model=config.model))
+        self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
+        self._out_send, self._out_recv = trio.open_memory_channel[str](config.send_queue)
+        self._vad_send, self._vad_recv = trio.open_memory_channel[Audio](config.vad_backlog_chunks)
+        self._encoder = ServerEventEncoder()
+        self._input_audio: InputAudio | None = None
+        self._responses: dict[str, ResponseActor] = {}
+        self._first_audio_pending: dict[str, float] = {}
+        # Output audio ms per response still open, for the idle timer's "audio finished".
+        self._audio_ms: dict[str, int] = {}
+        self._idle_arming = 0
+        self._idle_scope: trio.CancelScope | None = None
+        # Committed turns being (or already) transcribed, by item id: set when done.
+        self._transcribed: dict[str, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+        self._gone = False
+
+    # The I/O layer's side -------------------------------------------------------------
+    @property
+    def outgoing(self) -> AsyncIterator[str]:
+        return self._out_recv
+
+    async def receive(self, data: str | bytes) -> None:
+        """One WebSocket message from the client (parsed here, once, at the edge)."""
+        fmt = self.core.settings.input_format
+        event = decode_client_event(
+            data, max_bytes=self.config.max_message_bytes, input_audio_format=fmt
+        )
+        await self._mail_send.send(_Client(event))
+
+    async def client_gone(self) -> None:
+        if not self._gone:
+            self._gone = True
+            try:
+                self._mail_send.send_nowait(_Gone())
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+
+    # The actor ------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._vad_feeder)
+                await self._emit(self.core.open())
+                async for mail in self._mail_recv:
+                    if isinstance(mail, _Gone):
+                        break
+                    await self._handle(mail)
+                # Leaving cancels every response actor (their streams are cancelled on the way
+                # out) and the VAD feeder.
+                for actor in list(self._responses.values()):
+                    actor.cancel()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._out_send.close()
+
+    async def _handle(self, mail: _Mail) -> None:
+        if isinstance(mail, _Client):
+            await self._client(mail.event)
+        elif isinstance(mail, _Vad):
+            outputs = self.core.vad(mail.event)
+            if any(isinstance(o, se.OutputAudioBufferCleared) for o in outputs):
+                latency = trio.current_time() - mail.decided_at
+                self.services.metrics.barge_in_latency.observe(latency)
+                self.services.metrics.interruptions.inc()
+            await self._emit(outputs)
+        elif isinstance(mail, _Backend):
+            await self._emit(self.core.backend(mail.event))
+        elif isinstance(mail, _Transcript):
+            await self._transcript(mail)
+        elif isinstance(mail, _IdleTimeout):
+            if mail.arming == self._idle_arming:
+                await self._idle_timeout()
+        elif isinstance(mail, _VadDown):
+            await self._emit(
+                [
+                    self.core.env.error(
+                        "vad_unavailable",
+                        f"Turn detection is paused: {mail.reason}. Audio is still buffered; "
+                        "commit manually or wait for it to recover.",
+                        None,
+                        None,
+                    )
+                ]
+            )
+
+    async def _client(self, event: ce.ClientEvent | ProtocolError) -> None:
+        if isinstance(event, ProtocolError):
+            await self._emit(self.core.reject(event))
+            return
+        outputs = self.core.client(event)
+        await self._emit(outputs)
+        if isinstance(event, ce.InputAudioBufferAppend) and not _has_error(outputs):
+            await self._feed_vad(event.audio)
+
+    async def _feed_vad(self, raw: bytes) -> None:
+        settings = self.core.settings
+        if settings.turn_detection is None:
+            return
+        if self._input_audio is None or self._input_audio.format != settings.input_format:
+            # A new format needs a new decoder; the VAD clock (VadFrames) runs on regardless.
+            self._input_audio = InputAudio(settings.input_format)
+        samples = self._input_audio.push(raw)
+        if samples.size:
+            # Bounded: when the VAD falls behind, the session stops reading the client.
+            await self._vad_send.send(samples)
+
+    async def _vad_feeder(self) -> None:
+        """Cuts 16 kHz audio into 512-sample chunks, asks the batched VAD, runs turn detection.
+
+        Chunk end times come from the samples themselves (VadFrames), so they sit on the
+        input clock exactly, whatever the resampler holds back.
+        """
+        stream = self.services.vad.open_stream()
+        frames = VadFrames()
+        detector: TurnDetector | None = None
+        vad_down = False
+        async for samples in self._vad_recv:
+            vad = self.core.settings.turn_detection
+            for chunk, end_ms in frames.push(samples):
+                if vad is None:
+                    continue
+                if detector is None:
+                    detector = TurnDetector(vad)
+                elif detector.config != vad:
+                    detector.update(vad)
+                try:
+                    probability = await self.services.vad.probability(stream, chunk)
+                except VadUnavailable as error:
+                    # Turn detection pauses (the chunk counts as neither speech nor silence);
+                    # the client hears of it once per outage, and the session goes on.
+                    if not vad_down:
+                        vad_down = True
+                        await self._mail_send.send(_VadDown(str(error)))
+                    continue
+                vad_down = False
+                for event in detector.feed(probability, end_ms):
+                    await self._mail_send.send(_Vad(event, trio.current_time()))
+
+    async def _emit(self, outputs: Sequence[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, StartBackend):
+                self._start_response(output)
+            elif isinstance(output, CancelBackend):
+                actor = self._responses.get(output.response_id)
+                if actor is not None:
+                    actor.cancel()
+            else:
+                self._observe(output)
+                await self._out_send.send(self._encoder.encode(output).decode())
+                if isinstance(output, se.InputAudioBufferCommitted):
+                    self._maybe_transcribe(output.item_id)
+
+    def _observe(self, event: se.ServerEvent) -> None:
+        metrics = self.services.metrics
+        if isinstance(event, se.ResponseOutputAudioDelta):
+            began = self._first_audio_pending.pop(event.response_id, None)
+            if began is not None:
+                metrics.time_to_first_audio.observe(trio.current_time() - began)
+            ms = len(event.delta) // 48
+            self._audio_ms[event.response_id] = self._audio_ms.get(event.response_id, 0) + ms
+        elif isinstance(event, se.ResponseDone):
+            metrics.responses.labels(event.response.status).inc()
+            self._first_audio_pending.pop(event.response.id, None)
+            audio_ms = self._audio_ms.pop(event.response.id, 0)
+            if event.response.status == "completed":
+                self._arm_idle(audio_ms)
+        elif isinstance(event, se.InputAudioBufferSpeechStarted | se.ResponseCreated):
+            self._disarm_idle()
+
+    def _arm_idle(self, audio_ms: int) -> None:
+        """OpenAI's idle_timeout_ms: counted from when the reply's audio has finished playing
+        (done now, plus its duration), ended early by any speech or new response."""
+        vad = self.core.settings.turn_detection
+        self._disarm_idle()
+        if vad is None or vad.idle_timeout_ms is None or self._nursery is None:
+            return
+        arming = self._idle_arming
+        scope = self._idle_scope = trio.CancelScope()
+        delay = (audio_ms + vad.idle_timeout_ms) / 1000.0
+
+        async def timer() -> None:
+            with scope:
+                await trio.sleep(delay)
+                await self._mail_send.send(_IdleTimeout(arming))
+
+        self._nursery.start_soon(timer)
+
+    def _disarm_idle(self) -> None:
+        self._idle_arming += 1
+        if self._idle_scope is not None:
+            self._idle_scope.cancel()
+            self._idle_scope = None
+
+    async def _idle_timeout(self) -> None:
+        self._disarm_idle()
+        now_ms = self._input_audio.duration_ms if self._input_audio is not None else 0
+        item_id = f"item_{self.session_id}_idle{self._idle_arming}"
+        await self._emit(
+            [
+                se.InputAudioBufferTimeoutTriggered(
+                    audio_start_ms=now_ms, audio_end_ms=now_ms, item_id=item_id
+                )
+            ]
+        )
+        # As OpenAI does: commit what the buffer holds (if anything), then answer.
+        if self.core.buffered_ms > 0:
+            await self._emit(self.core.client(ce.InputAudioBufferCommit(create_response=False)))
+        await self._emit(self.core.client(ce.ResponseCreate()))
+
+    def _start_response(self, action: StartBackend) -> None:
+        assert self._nursery is not None
+        # The board key must be unique across every orchestrator sharing a Triton.
+        request_id = pipeline_request_id(self.config, action.response_id)
+        fmt = self.core.settings.input_format
+        actor = ResponseActor(
+            action,
+            request_id,
+            self.services.responses,
+            decode_audio=lambda raw: decode_input(raw, fmt),
+            post=self._post_backend,
+            transcripts=self._transcripts if self.services.transcripts_for_pipeline else None,
+        )
+        self._responses[action.response_id] = actor
+        self._first_audio_pending[action.response_id] = trio.current_time()
+
+        async def run() -> None:
+            try:
+                await actor.run()
+            finally:
+                self._responses.pop(action.response_id, None)
+
+        self._nursery.start_soon(run)
+
+    async def _post_backend(self, event: BackendEvent) -> None:
+        await self._mail_send.send(_Backend(event))
+
+    def _maybe_transcribe(self, item_id: str) -> None:
+        """Transcribe a committed turn once: for the client when the session asks for input
+        transcription, and for the cascade, which hears through ASR (later turns reuse it)."""
+        transcriber = self.services.transcriber
+        settings = self.core.settings
+        wanted = settings.transcription is not None or self.services.transcripts_for_pipeline
+        if transcriber is None or not wanted or self._nursery is None:
+            return
+        if item_id not in self.core.conversation or item_id in self._transcribed:
+            return
+        item = self.core.conversation.get(item_id)
+        raw = b"".join(p.audio for p in item.content if isinstance(p, conv.InputAudio))
+        audio = decode_input(raw, settings.input_format)
+        done = trio.Event()
+        self._transcribed[item_id] = done
+        self._forget_transcripts()
+
+        async def run() -> None:
+            try:
+                text = await transcriber.transcribe(audio)
+            except Exception as error:  # the model's message reaches the client as-is
+                mail = _Transcript(item_id, None, str(error), audio.shape[0] / 16000)
+            else:
+                mail = _Transcript(item_id, text, None, audio.shape[0] / 16000)
+            await self._mail_send.send(mail)
+
+        self._nursery.start_soon(run)
+
+    def _forget_transcripts(self) -> None:
+        # Bounded: only items still in the conversation keep an entry.
+        for item_id in [i for i in self._transcribed if i not in self.core.conversation]:
+            self._transcribed.pop(item_id).set()
+
+    async def _transcripts(self, item_ids: list[str]) -> dict[str, str]:
+        """Transcripts of these items' audio, waiting (bounded) for those still in progress."""
+        with trio.move_on_after(self.services.transcript_wait_s):
+            for item_id in item_ids:
+                done = self._transcribed.get(item_id)
+                if done is not None:
+                    await done.wait()
+        known: dict[str, str] = {}
+        for item_id in item_ids:
+            if item_id in self.core.conversation:
+                for part in self.core.conversation.get(item_id).content:
+                    if isinstance(part, conv.InputAudio) and part.transcript is not None:
+                        known[item_id] = part.transcript
+        return known
+
+    async def _transcript(self, mail: _Transcript) -> None:
+        if mail.transcript is not None:
+            self.core.conversation.set_transcript(mail.item_id, mail.transcript)
+        done = self._transcribed.get(mail.item_id)
+        if done is not None:
+            done.set()
+        if self.core.settings.transcription is None:
+            return
+        event: se.ServerEvent
+        if mail.transcript is not None:
+            event = se.ConversationItemInputAudioTranscriptionCompleted(
+                item_id=mail.item_id,
+                transcript=mail.transcript,
+                usage=se.TranscriptionUsageDuration(seconds=round(mail.seconds, 3)),
+            )
+        else:
+            event = se.ConversationItemInputAudioTranscriptionFailed(
+                item_id=mail.item_id,
+                error=se.TranscriptionError(
+                    type="transcription_error", code="transcription_failed", message=mail.error
+                ),
+            )
+        await self._out_send.send(self._encoder.encode(event).decode())
+
+
+def pipeline_request_id(config: ServiceConfig, response_id: str) -> str:
+    return f"{config.instance_id}:{response_id}"
+
+
+def _has_error(outputs: Sequence[Output]) -> bool:
+    return any(isinstance(o, se.ErrorEvent) for o in outputs)

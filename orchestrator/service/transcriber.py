@@ -1,0 +1,31 @@
+"""Input audio transcription through the Triton `asr` model (Whisper-base)."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import tritonclient.grpc as grpcclient
+
+from orchestrator.service.endpoints import EndpointPool
+from orchestrator.triton.trio_bridge import open_unary
+
+
+class TritonTranscriber:
+    def __init__(self, pool: EndpointPool, timeout_s: float = 60.0) -> None:
+        self._pool = pool
+        self._timeout_s = timeout_s
+
+    async def transcribe(self, audio16k: npt.NDArray[np.float32]) -> str:
+        endpoint = self._pool.choose()
+        audio = np.ascontiguousarray(audio16k, np.float32).reshape(-1)
+        samples = grpcclient.InferInput("AUDIO", [audio.shape[0]], "FP32")
+        samples.set_data_from_numpy(audio)
+        lengths = grpcclient.InferInput("AUDIO_LENGTHS", [1], "INT32")
+        lengths.set_data_from_numpy(np.array([audio.shape[0]], np.int32))
+        async with open_unary(endpoint.url, timeout_s=self._timeout_s) as unary:
+            result = await unary.infer("asr", [samples, lengths])
+        text = result.as_numpy("TEXT")
+        if text is None or text.size == 0:
+            return ""
+        value = text.reshape(-1)[0]
+        return value.decode() if isinstance(value, bytes) else str(value)

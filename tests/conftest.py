@@ -1,0 +1,44 @@
+"""One real tritonserver for the whole test session, on ports free at run time.
+
+Shared by the Triton model tests and the service tests, so the suite pays its start-up once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.triton import TritonConfig, TritonServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    log = tmp_path_factory.mktemp("triton") / "tritonserver.log"
+    config = TritonConfig(
+        model_repository=REPO_ROOT / "model_repository",
+        http_port=free_port(),
+        grpc_port=free_port(),
+        metrics_port=free_port(),
+        log_file=log,
+        # While working on one model, TURNTAKER_TEST_MODELS=asr,tts loads only those.
+        models=tuple(m for m in os.environ.get("TURNTAKER_TEST_MODELS", "").split(",") if m),
+    )
+    server = TritonServer(config)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,121 @@
+"""Helpers for driving the real server: flite speech at 24 kHz, raw WebSocket sessions, ASR."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import soxr
+import tritonclient.grpc as grpcclient
+from scipy.io import wavfile
+from websockets.sync.client import ClientConnection, connect
+
+Audio = npt.NDArray[np.float32]
+RATE = 24000
+
+
+def flite_speech(text: str, voice: str = "slt", rate: int = RATE) -> Audio:
+    flite = shutil.which("flite")
+    assert flite, "flite is not installed: `make test` installs it with apt"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "speech.wav"
+        subprocess.run([flite, "-voice", voice, "-t", text, "-o", str(path)], check=True)
+        source_rate, data = wavfile.read(path)
+    audio = data.astype(np.float32) / 32768.0
+    return np.asarray(soxr.resample(audio, source_rate, rate), np.float32)
+
+
+def silence(seconds: float, rate: int = RATE) -> Audio:
+    return np.zeros(int(seconds * rate), np.float32)
+
+
+def pcm16(audio: Audio) -> bytes:
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def transcribe(grpc_url: str, pcm16_24k: bytes) -> str:
+    """What Whisper (the `asr` model) hears in 24 kHz pcm16 audio."""
+    audio = np.frombuffer(pcm16_24k, "<i2").astype(np.float32) / 32768.0
+    audio16 = np.asarray(soxr.resample(audio, RATE, 16000), np.float32)
+    client = grpcclient.InferenceServerClient(grpc_url)
+    samples = grpcclient.InferInput("AUDIO", [audio16.shape[0]], "FP32")
+    samples.set_data_from_numpy(audio16)
+    lengths = grpcclient.InferInput("AUDIO_LENGTHS", [1], "INT32")
+    lengths.set_data_from_numpy(np.array([audio16.shape[0]], np.int32))
+    result = client.infer("asr", [samples, lengths])
+    value = result.as_numpy("TEXT").reshape(-1)[0]
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class RawSession:
+    """A raw JSON WebSocket session with a log of every server event and when it came."""
+
+    ws: ClientConnection
+    events: list[dict[str, Any]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.ws.send(json.dumps(event))
+
+    def append(self, audio: Audio, chunk_ms: int = 100) -> None:
+        data = pcm16(audio)
+        step = RATE * 2 * chunk_ms // 1000
+        for start in range(0, len(data), step):
+            self.send(
+                {"type": "input_audio_buffer.append", "audio": b64(data[start : start + step])}
+            )
+
+    def recv(self, timeout_s: float = 30.0) -> dict[str, Any]:
+        event: dict[str, Any] = json.loads(self.ws.recv(timeout=timeout_s))
+        self.events.append(event)
+        self.times.append(time.monotonic())
+        return event
+
+    def until(self, kind: str, timeout_s: float = 60.0, **match: Any) -> dict[str, Any]:
+        """Read events until one of type `kind` (with the given fields) arrives."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                seen = [e["type"] for e in self.events[-30:]]
+                raise TimeoutError(f"no {kind} within {timeout_s} s; last events: {seen}")
+            event = self.recv(left)
+            if event["type"] == kind and all(event.get(k) == v for k, v in match.items()):
+                return event
+
+    def drain(self, quiet_s: float = 0.5) -> list[dict[str, Any]]:
+        """Everything that arrives until nothing has come for `quiet_s`."""
+        got = []
+        while True:
+            try:
+                got.append(self.recv(quiet_s))
+            except TimeoutError:
+                return got
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+
+@contextmanager
+def raw_session(url: str) -> Iterator[RawSession]:
+    with connect(url, max_size=None, open_timeout=10) as ws:
+        session = RawSession(ws)
+        created = session.recv()
+        assert created["type"] == "session.created", created
+        yield session

@@ -1,0 +1,184 @@
+"""The three stages chained in-process the way the ensemble chains them, without Triton.
+
+Every response of a stage becomes one request (with its own reply) to the next stage, as
+inside the `qwen3_omni` ensemble. Checks what the server cannot show from outside: every
+request at every stage gets its final flag, and no stream state is left behind after normal
+ends, text-only streams and cancels.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from tests.turntaker_models.omni.conftest import Tiny
+from turntaker_models.cancel_board import CancelBoard
+from turntaker_models.contract import (
+    Conversation,
+    GenerationParameters,
+    Message,
+    TextPart,
+    encode,
+)
+from turntaker_models.omni import wire
+from turntaker_models.omni.audio_stages import Code2WavStage, TalkerStage
+from turntaker_models.omni.stages import ThinkerStage
+from turntaker_models.settings import ModelSettings
+
+
+@dataclass
+class FakeReply:
+    on_send: Callable[[dict[str, npt.NDArray[Any]]], None]
+    closed: bool = False
+    error: str | None = None
+
+    def send(self, outputs: Mapping[str, npt.NDArray[Any]]) -> None:
+        assert not self.closed, "send after the final flag"
+        self.on_send(dict(outputs))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def fail(self, message: str) -> None:
+        self.error = message
+        self.closed = True
+
+    def is_cancelled(self) -> bool:
+        return False
+
+
+@dataclass
+class Chain:
+    thinker: ThinkerStage
+    talker: TalkerStage
+    code2wav: Code2WavStage
+    board: CancelBoard
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    replies: list[FakeReply] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    audio: list[npt.NDArray[np.float32]] = field(default_factory=list)
+
+    def _reply(self, on_send: Callable[[dict[str, npt.NDArray[Any]]], None]) -> FakeReply:
+        reply = FakeReply(on_send)
+        with self.lock:
+            self.replies.append(reply)
+        return reply
+
+    def _out(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
+        with self.lock:
+            self.text.append(wire.read_text(outputs["TEXT_DELTA"]).decode())
+            if outputs["AUDIO_CHUNK"].size:
+                self.audio.append(outputs["AUDIO_CHUNK"])
+
+    def _to_code2wav(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
+        self.code2wav.submit(outputs, self._reply(self._out))
+
+    def _to_talker(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
+        self.talker.submit(outputs, self._reply(self._to_code2wav))
+
+    def start(self, request_id: str, params: GenerationParameters, text: str = "Hello") -> None:
+        conversation = Conversation([Message("user", [TextPart(text)])])
+        tensors = {
+            "REQUEST_ID": wire.text_tensor(request_id),
+            "CONVERSATION": wire.text_tensor(encode(conversation)),
+            "AUDIO": np.zeros(0, np.float32),
+            "AUDIO_LENGTHS": np.zeros(0, np.int32),
+            "PARAMETERS": wire.text_tensor(encode(params)),
+        }
+        self.thinker.submit(tensors, self._reply(self._to_talker))
+
+    def wait_idle(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                open_replies = sum(not r.closed for r in self.replies)
+            active = (
+                self.thinker.workers.active()
+                + self.talker.workers.active()
+                + self.code2wav.workers.active()
+            )
+            if open_replies == 0 and active == 0:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{open_replies} requests never got their final flag, {active} live")
+
+
+@pytest.fixture(scope="module")
+def chain(tiny: Tiny, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+    root = tmp_path_factory.mktemp("stages")
+    settings = ModelSettings(
+        board_path=root / "board", cache_dir=root, omni_weights=tiny.path, threads=1
+    )
+    stages = Chain(
+        ThinkerStage(settings),
+        TalkerStage(settings),
+        Code2WavStage(settings),
+        CancelBoard.open(Path(settings.board_path)),
+    )
+    yield stages
+    stages.thinker.close()
+    stages.talker.close()
+    stages.code2wav.close()
+    stages.board.close()
+
+
+def _reset(chain: Chain) -> None:
+    with chain.lock:
+        chain.replies.clear()
+        chain.text.clear()
+        chain.audio.clear()
+
+
+def test_every_request_closes_and_nothing_leaks(chain: Chain) -> None:
+    for i in range(3):
+        _reset(chain)
+        chain.start(f"leak-{i}", GenerationParameters(max_tokens=6))
+        chain.wait_idle()
+        assert all(r.error is None for r in chain.replies)
+        assert "".join(chain.text)
+        samples = sum(a.shape[0] for a in chain.audio)
+        assert samples > 0 and (samples + 555) % 1920 == 0
+
+
+def test_text_only_passes_text_and_leaves_nothing(chain: Chain) -> None:
+    _reset(chain)
+    chain.start("text-only", GenerationParameters(max_tokens=6, audio=False))
+    chain.wait_idle()
+    assert "".join(chain.text)
+    assert not chain.audio
+
+
+def test_cancel_frees_every_stage(chain: Chain) -> None:
+    _reset(chain)
+    chain.start("cancel-me", GenerationParameters(max_tokens=400), text="Read me the news.")
+    deadline = time.monotonic() + 30
+    while not chain.audio and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert chain.audio
+    at = chain.board.cancel("cancel-me")
+    chain.wait_idle()
+    stops = {r.stage: r.t_ns - at for r in chain.board.stops("cancel-me")}
+    assert {"thinker", "talker"} <= set(stops), stops
+    assert all(0 <= t < 1e9 for t in stops.values())
+    assert all(r.error is None for r in chain.replies)
+
+
+def test_detokenizer_holds_split_characters(tiny: Tiny) -> None:
+    from turntaker_models.omni.stages import Detokenizer
+
+    tokenizer = tiny.prompts.tokenizer
+    text = "Hé, naïve café! 👋"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    detok = Detokenizer(tokenizer)
+    deltas = [detok.add(token, i == len(ids) - 1) for i, token in enumerate(ids)]
+    assert "".join(deltas) == text
+    assert all("\ufffd" not in d for d in deltas)
+    assert detok.add(tiny.config.im_end_token_id, True) == ""

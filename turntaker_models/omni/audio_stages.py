@@ -1,0 +1,298 @@
+"""The talker and code2wav Triton stages: per-REQUEST_ID state across many requests.
+
+The thinker's every response is one talker request, and the talker's every response one
+code2wav request (see wire.py). Each stage keeps a stream's session between its requests, keyed
+by REQUEST_ID, in a `StreamWorkers` thread that handles them in SEQ order, and frees it at END,
+ABORT, a cancel, an error or the idle timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+
+from turntaker_models.contract import decode_parameters
+from turntaker_models.omni import wire
+from turntaker_models.omni.code2wav import Code2WavStream, WindowPlan, trim_samples, warm_up
+from turntaker_models.omni.sampling import Cancelled
+from turntaker_models.omni.stages import (
+    CODEC_TOKENS_PER_TEXT_TOKEN,
+    CODEC_TOKENS_SLACK,
+    MAX_CODEC_TOKENS,
+    load,
+)
+from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
+from turntaker_models.omni.talker import TalkerSession
+from turntaker_models.omni.thinker import TALKER_FIXED_ROWS, TalkerStart
+from turntaker_models.settings import ModelSettings
+
+log = logging.getLogger("turntaker.omni")
+
+_NO_AUDIO = np.zeros(0, np.float32)
+
+
+def _message(tensors: dict[str, Any], prefix: str, reply: wire.Reply) -> Message:
+    request_id = wire.read_text(tensors.get(f"{prefix}REQUEST_ID")).decode(errors="replace")
+    return Message(
+        request_id=request_id,
+        seq=wire.read_int(tensors.get(f"{prefix}SEQ")),
+        kind=wire.read_int(tensors.get(f"{prefix}KIND"), wire.ABORT),
+        tensors=tensors,
+        reply=reply,
+    )
+
+
+def _codec_message(
+    request_id: str, kind: int, seq: int, codes: list[int] | None = None, text: bytes = b""
+) -> dict[str, np.ndarray[Any, Any]]:
+    return {
+        "C_TEXT": wire.text_tensor(text),
+        "C_REQUEST_ID": wire.text_tensor(request_id),
+        "C_KIND": wire.int_tensor(kind),
+        "C_SEQ": wire.int_tensor(seq),
+        "C_CODES": np.array(codes or [], np.int64),
+    }
+
+
+class TalkerStage:
+    def __init__(self, settings: ModelSettings, limits: StreamLimits | None = None) -> None:
+        self.loaded = load("talker", settings)
+        self.workers = StreamWorkers("talker", self._handler, limits or StreamLimits())
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """A prefill and two frames from neutral conditioning (first calls set things up)."""
+        config = self.loaded.config
+        hidden = int(config.talker_config.thinker_hidden_size)
+        start = TalkerStart(
+            rows=torch.zeros(TALKER_FIXED_ROWS + 1, hidden),
+            mm=torch.zeros(TALKER_FIXED_ROWS + 1, dtype=torch.bool),
+        )
+        session = TalkerSession(self.loaded.model, config, True, 0, 3, lambda: False)
+        try:
+            if session.start(start, "default") is not None:
+                session.step(None)
+        finally:
+            session.close()
+
+    def submit(self, tensors: dict[str, Any], reply: wire.Reply) -> None:
+        message = _message(tensors, "T_", reply)
+        text = wire.read_text(tensors.get("T_TEXT"))
+        if text:
+            # Text must not wait behind the codec frames this stream has queued.
+            reply.send(_codec_message(message.request_id, wire.TEXT, -1, text=text))
+        self.workers.submit(message)
+
+    def _handler(self, request_id: str) -> StreamHandler:
+        return _TalkerStream(self, request_id)
+
+    def close(self) -> None:
+        self.workers.stop()
+        self.loaded.board.close()
+
+
+class _TalkerStream:
+    def __init__(self, stage: TalkerStage, request_id: str) -> None:
+        self.stage = stage
+        self.request_id = request_id
+        self.session: TalkerSession | None = None
+        self.reply: wire.Reply | None = None
+        self.seq = 0  # downstream SEQ
+        self.text_tokens = 0
+        self.silent = False  # finished, cancelled or text-only: later messages just close
+
+    def _cancelled(self) -> bool:
+        reply = self.reply
+        board = self.stage.loaded.board
+        return (reply is not None and reply.is_cancelled()) or board.cancelled(self.request_id)
+
+    def _send(self, reply: wire.Reply, kind: int, codes: list[int] | None = None) -> None:
+        reply.send(_codec_message(self.request_id, kind, self.seq, codes))
+        self.seq += 1
+
+    def _free(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    def abandon(self, reason: str) -> None:
+        self._free()
+
+    def handle(self, message: Message) -> bool:
+        reply = message.reply
+        self.reply = reply
+        end = message.kind in (wire.END, wire.ABORT)
+        try:
+            self._handle(message)
+            reply.close()
+        except Cancelled:
+            self.stage.loaded.board.record_stop(self.request_id, "talker")
+            self._free()
+            self.silent = True
+            self._send(reply, wire.ABORT)
+            reply.close()
+        except Exception as error:
+            log.exception("talker: %s failed", self.request_id)
+            had_session = self.session is not None
+            self._free()
+            self.silent = True
+            if had_session:
+                # code2wav frees the stream now instead of at its idle timeout.
+                self._send(reply, wire.ABORT)
+            reply.fail(f"talker: {error}")
+        return end
+
+    def _handle(self, message: Message) -> None:
+        reply = message.reply
+        kind = message.kind
+        if self.silent:
+            return
+        if message.kind == wire.START:
+            params = decode_parameters(wire.read_text(message.tensors.get("T_PARAMETERS")))
+            if not params.audio:
+                self.silent = True
+                return
+            self._start(message, params.temperature <= 0, params.seed, params.voice)
+            return
+        if self.session is None:
+            # Text-only, or the thinker ended at its first token: nothing to say.
+            return
+        if kind == wire.ABORT:
+            if self._cancelled():
+                self.stage.loaded.board.record_stop(self.request_id, "talker")
+            self._free()
+            self._send(reply, wire.ABORT)
+            return
+        if kind == wire.TOKEN:
+            self.text_tokens += 1
+            row = torch.from_numpy(np.asarray(message.tensors["T_EMBEDS"], np.float32))[0]
+            self._frame(reply, self.session.step(row))
+            return
+        # END: speak the rest (tts_eos, then tts_pad) until codec EOS or the cap.
+        session = self.session
+        cap = CODEC_TOKENS_PER_TEXT_TOKEN * self.text_tokens + CODEC_TOKENS_SLACK
+        session.max_codec_tokens = min(MAX_CODEC_TOKENS, max(len(session.codes0) + 1, cap))
+        while self.session is not None:
+            self._frame(reply, session.step(None))
+
+    def _start(self, message: Message, greedy: bool, seed: int, voice: str) -> None:
+        t = message.tensors
+        start = TalkerStart(
+            rows=torch.from_numpy(np.asarray(t["T_EMBEDS"], np.float32)),
+            mm=torch.from_numpy(np.asarray(t["T_MM"], bool)),
+        )
+        loaded = self.stage.loaded
+        self.session = TalkerSession(
+            loaded.model, loaded.config, greedy, seed, MAX_CODEC_TOKENS, self._cancelled
+        )
+        self.text_tokens = 1
+        self._frame(message.reply, self.session.start(start, voice))
+
+    def _frame(self, reply: wire.Reply, codes: list[int] | None) -> None:
+        if codes is not None:
+            self._send(reply, wire.FRAME, codes)
+            return
+        # Codec EOS (or the cap): code2wav flushes; later text tokens are not spoken.
+        self._free()
+        self.silent = True
+        self._send(reply, wire.END)
+
+
+class Code2WavStage:
+    def __init__(
+        self,
+        settings: ModelSettings,
+        plan: WindowPlan | None = None,
+        limits: StreamLimits | None = None,
+    ) -> None:
+        self.loaded = load("code2wav", settings)
+        self.plan = plan or WindowPlan()
+        self.trim = trim_samples(self.loaded.model)
+        warm_up(self.loaded.model, self.plan)
+        self.workers = StreamWorkers("code2wav", self._handler, limits or StreamLimits())
+
+    def submit(self, tensors: dict[str, Any], reply: wire.Reply) -> None:
+        message = _message(tensors, "C_", reply)
+        if message.kind == wire.TEXT:
+            # Answered from execute(), in arrival order: text deltas keep their order.
+            text = wire.read_text(tensors.get("C_TEXT"))
+            reply.send({"TEXT_DELTA": wire.text_tensor(text), "AUDIO_CHUNK": _NO_AUDIO})
+            reply.close()
+            return
+        self.workers.submit(message)
+
+    def _handler(self, request_id: str) -> StreamHandler:
+        return _Code2WavStream(self, request_id)
+
+    def close(self) -> None:
+        self.workers.stop()
+        self.loaded.board.close()
+
+
+class _Code2WavStream:
+    def __init__(self, stage: Code2WavStage, request_id: str) -> None:
+        self.stage = stage
+        self.request_id = request_id
+        self.stream: Code2WavStream | None = None
+        self.reply: wire.Reply | None = None
+        self.stopped = False
+
+    def _cancelled(self) -> bool:
+        reply = self.reply
+        board = self.stage.loaded.board
+        return (reply is not None and reply.is_cancelled()) or board.cancelled(self.request_id)
+
+    def abandon(self, reason: str) -> None:
+        self._free()
+
+    def _free(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+
+    def handle(self, message: Message) -> bool:
+        reply = message.reply
+        self.reply = reply
+        end = message.kind in (wire.END, wire.ABORT)
+        try:
+            audio = self._handle(message)
+            if audio is not None and audio.size:
+                reply.send({"TEXT_DELTA": wire.text_tensor(b""), "AUDIO_CHUNK": audio})
+            reply.close()
+        except Cancelled:
+            self.stage.loaded.board.record_stop(self.request_id, "code2wav")
+            self._free()
+            self.stopped = True
+            reply.close()
+        except Exception as error:
+            log.exception("code2wav: %s failed", self.request_id)
+            self._free()
+            self.stopped = True
+            reply.fail(f"code2wav: {error}")
+        if end:
+            self._free()
+        return end
+
+    def _handle(self, message: Message) -> np.ndarray[Any, Any] | None:
+        if self.stopped:
+            return None
+        if message.kind == wire.FRAME:
+            if self.stream is None:
+                if self._cancelled():
+                    self.stopped = True
+                    return None
+                self.stream = Code2WavStream(
+                    self.stage.loaded.model, self.stage.plan, self.stage.trim, self._cancelled
+                )
+            return self.stream.push(np.asarray(message.tensors["C_CODES"], np.int64))
+        if self.stream is None:
+            return None
+        if message.kind == wire.END:
+            return self.stream.flush()
+        # ABORT
+        if self._cancelled():
+            self.stage.loaded.board.record_stop(self.request_id, "code2wav")
+        return None

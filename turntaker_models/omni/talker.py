@@ -1,0 +1,223 @@
+"""The Talker, one codec frame per text token, as `generate()` runs it (transformers 5.24).
+
+Per frame: the talker's forward + `codec_head` gives codebook 0; the code predictor then makes
+codebooks 1..G-1, one forward each with a fresh cache. The next talker input is the sum of the
+frame's codebook embeddings plus that step's text conditioning: the projection of the next
+thinker token, `tts_eos` in place of the thinker's final token, then `tts_pad` until the talker
+emits codec EOS. Positions are passed explicitly (the module's own `rope_deltas` is shared).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from turntaker_models.omni.sampling import (
+    CancelCheck,
+    SamplingConfig,
+    check,
+    choose,
+    generator_for,
+    repetition_penalty,
+)
+from turntaker_models.omni.thinker import TALKER_FIXED_ROWS, TalkerStart
+
+# generate()'s talker defaults (Qwen's): penalty even when greedy, sampling settings when not.
+REPETITION_PENALTY = 1.05
+TALKER_SAMPLING = SamplingConfig(temperature=0.9, top_k=50, top_p=1.0)
+PREDICTOR_SAMPLING = SamplingConfig(temperature=1.0, top_k=50, top_p=0.8)
+DEFAULT_SPEAKER = "ethan"
+
+
+def _positions(start: int, length: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(start, start + length, device=device).view(1, 1, -1).expand(4, 1, length)
+
+
+def speaker_id(config: Any, voice: str) -> int:
+    speakers: dict[str, int] = dict(config.talker_config.speaker_id or {})
+    if not speakers:
+        raise ValueError("the checkpoint's talker has no speakers")
+    if voice.lower() in speakers:
+        return speakers[voice.lower()]
+    return speakers.get(DEFAULT_SPEAKER, speakers[sorted(speakers)[0]])
+
+
+class TalkerSession:
+    """One stream's talker: `start` (prefill), then `frame` per text step; owns its caches."""
+
+    def __init__(
+        self,
+        model: Any,
+        config: Any,
+        greedy: bool,
+        seed: int,
+        max_codec_tokens: int,
+        cancelled: CancelCheck,
+    ) -> None:
+        self.model = model
+        self.config = config
+        self.tc = config.talker_config
+        self.device: torch.device = model.device
+        self.dtype: torch.dtype = model.dtype
+        self.sampling = SamplingConfig() if greedy else TALKER_SAMPLING
+        self.predictor_sampling = SamplingConfig() if greedy else PREDICTOR_SAMPLING
+        self.generator = None if greedy else generator_for(seed, self.device)
+        self.max_codec_tokens = max_codec_tokens
+        self.cancelled = cancelled
+        self.cache: Any = None
+        self.length = 0
+        vocab = self.tc.text_config.vocab_size
+        eos = int(self.tc.codec_eos_token_id)
+        self.eos = eos
+        suppress = torch.zeros(vocab, dtype=torch.bool, device=self.device)
+        suppress[max(0, vocab - 1024) :] = True
+        suppress[eos] = False
+        self.suppress = suppress
+        self.codes0: list[int] = []
+        self.last_token = -1
+        self.last_hidden: torch.Tensor | None = None
+        self.tts_eos: torch.Tensor | None = None
+        self.tts_pad: torch.Tensor | None = None
+        self.done = False
+        # Embeddings of the newest frame's codebooks: their sum is the next talker input.
+        self._frame_rows: list[torch.Tensor] = []
+        # Seconds the code predictor took for the newest frame (for benchmarks and logs).
+        self.predictor_s = 0.0
+
+    def project(self, rows: torch.Tensor) -> torch.Tensor:
+        """Text projection of thinker embedding rows [n, H_thinker] -> [n, H_talker]."""
+        out: torch.Tensor = self.model.text_projection(rows.to(self.device, self.dtype))
+        return out
+
+    @torch.inference_mode()
+    def start(self, start: TalkerStart, voice: str) -> list[int] | None:
+        """Prefill from the thinker's conditioning; returns the first frame (or None at EOS)."""
+        from transformers import DynamicCache
+
+        check(self.cancelled)
+        rows = start.rows.to(self.device, self.dtype)
+        mm = start.mm.to(self.device)
+        user_count = rows.shape[0] - TALKER_FIXED_ROWS
+        if user_count < 0:
+            raise ValueError("talker conditioning has too few rows")
+        user = torch.empty(
+            user_count, self.tc.text_config.hidden_size, device=self.device, dtype=self.dtype
+        )
+        user_mm = mm[:user_count]
+        if bool(user_mm.any()):
+            user[user_mm] = self.model.hidden_projection(rows[:user_count][user_mm])
+        if bool((~user_mm).any()):
+            user[~user_mm] = self.model.text_projection(rows[:user_count][~user_mm])
+        fixed = self.model.text_projection(rows[user_count:])
+        assistant, bos, eos, pad, first = fixed[:3], fixed[3:4], fixed[4:5], fixed[5:6], fixed[6:7]
+        self.tts_eos, self.tts_pad = eos, pad
+        text_side = torch.cat([assistant, pad.expand(4, -1), bos, first], dim=0)
+        codec_ids = torch.tensor(
+            [
+                self.tc.codec_nothink_id,
+                self.tc.codec_think_bos_id,
+                self.tc.codec_think_eos_id,
+                speaker_id(self.config, voice),
+                self.tc.codec_pad_id,
+                self.tc.codec_bos_id,
+            ],
+            device=self.device,
+        )
+        codec_side = torch.cat(
+            [
+                torch.zeros(3, text_side.shape[1], device=self.device, dtype=self.dtype),
+                self.model.get_input_embeddings()(codec_ids),
+            ]
+        )
+        embeds = torch.cat([user, text_side + codec_side], dim=0)[None]
+        self.cache = DynamicCache(config=self.tc.text_config)
+        self._forward(embeds)
+        return self._frame()
+
+    @torch.inference_mode()
+    def step(self, text: torch.Tensor | None) -> list[int] | None:
+        """One more frame. `text`: the next thinker token's embedding row [H_thinker], or None
+        for the end of the thinker's text (tts_eos the first time, tts_pad after)."""
+        if self.done:
+            return None
+        assert (
+            self.last_hidden is not None and self.tts_eos is not None and self.tts_pad is not None
+        )
+        if text is not None:
+            condition = self.project(text[None])
+        else:
+            # The thinker's final token is spoken as tts_eos once; every later step gets tts_pad.
+            condition = self.tts_eos
+            self.tts_eos = self.tts_pad
+        check(self.cancelled)
+        embeds = (self._frame_embedding() + condition)[None]
+        self._forward(embeds)
+        return self._frame()
+
+    def close(self) -> None:
+        self.cache = None
+        self.last_hidden = None
+        self.done = True
+
+    def _forward(self, embeds: torch.Tensor) -> None:
+        out = self.model(
+            inputs_embeds=embeds,
+            position_ids=_positions(self.length, embeds.shape[1], self.device),
+            cache=self.cache,
+            use_cache=True,
+            output_hidden_states=True,
+            # Only generate()'s bookkeeping reads it; the forward fails without a number.
+            generation_step=0,
+        )
+        self.length += embeds.shape[1]
+        # generate() reads the talker's last hidden state from its hidden-state list.
+        self.last_hidden = out.hidden_states[0][-1][:, -1:]
+        logits = out.logits[0, -1].float()
+        seen = torch.tensor(self.codes0, dtype=torch.long, device=self.device)
+        logits = repetition_penalty(logits, seen, REPETITION_PENALTY)
+        logits = logits.masked_fill(self.suppress, float("-inf"))
+        self.last_token = choose(logits, self.sampling, self.generator)
+        self.codes0.append(self.last_token)
+
+    def _frame(self) -> list[int] | None:
+        """Codebooks 1..G-1 for the newest codebook-0 token; None at EOS or the length cap."""
+        if self.last_token == self.eos or len(self.codes0) >= self.max_codec_tokens:
+            # generate() never predicts codebooks for its last token (EOS or the cap).
+            self.done = True
+            return None
+        from transformers import DynamicCache
+
+        began = time.perf_counter()
+        predictor = self.model.code_predictor
+        assert self.last_hidden is not None
+        token = torch.tensor([[self.last_token]], device=self.device)
+        first = self.model.get_input_embeddings()(token)
+        embeds = torch.cat([self.last_hidden, first], dim=1)
+        cache = DynamicCache(config=predictor.config)
+        codes = [self.last_token]
+        self._frame_rows = [first[0, 0]]
+        position = 0
+        for group in range(self.tc.num_code_groups - 1):
+            check(self.cancelled)
+            length = embeds.shape[1]
+            out = predictor.model(
+                inputs_embeds=embeds,
+                position_ids=torch.arange(position, position + length, device=self.device)[None],
+                cache=cache,
+                use_cache=True,
+            )
+            position += length
+            logits = predictor.lm_head[group](out.last_hidden_state[0, -1])
+            code = choose(logits, self.predictor_sampling, self.generator)
+            codes.append(code)
+            embeds = predictor.model.codec_embedding[group](
+                torch.tensor([[code]], device=self.device)
+            )
+            self._frame_rows.append(embeds[0, 0])
+        self.predictor_s = time.perf_counter() - began
+        return codes
+
+    def _frame_embedding(self) -> torch.Tensor:
+        return torch.stack(self._frame_rows).sum(0, keepdim=True)

@@ -1,0 +1,156 @@
+"""The Thinker, one token at a time, and the conditioning it hands to the Talker.
+
+Mirrors `Qwen3OmniMoeForConditionalGeneration.generate` (transformers 5.24) step by step so that
+greedy decoding gives the same tokens, but with positions passed explicitly: without them the
+model keeps `rope_deltas` on the shared module, which interleaved sessions would overwrite.
+
+Talker conditioning (`TalkerStart.rows`, thinker hidden size H, one row per position):
+  rows[:U]      the user turns' positions of the prompt: the thinker's input embedding, or at
+                audio/image/video placeholders its layer-`accept_hidden_layer` hidden state
+                (`mm[:U]` True: the talker applies `hidden_projection`, else `text_projection`)
+  rows[U:U+3]   embeddings of the last `<|im_start|>`, `assistant`, `\\n`
+  rows[U+3:U+6] embeddings of tts_bos, tts_eos, tts_pad
+  rows[U+6]     embedding of the first generated token
+Each later text token reaches the talker as its embedding row alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from turntaker_models.omni.prompt import Prompt
+from turntaker_models.omni.sampling import (
+    CancelCheck,
+    SamplingConfig,
+    check,
+    choose,
+    generator_for,
+)
+
+TALKER_FIXED_ROWS = 7
+
+
+@dataclass(frozen=True)
+class TalkerStart:
+    rows: torch.Tensor  # [U + 7, H] float32 on CPU
+    mm: torch.Tensor  # [U + 7] bool
+
+
+def _positions(start: int, length: int, delta: torch.Tensor, device: torch.device) -> torch.Tensor:
+    # [4, 1, length]: the text positions (for the causal mask) then the 3 mRoPE rows.
+    text = torch.arange(start, start + length, device=device).view(1, 1, -1)
+    rope = (text + delta.to(device).long().view(1, 1, 1)).expand(3, 1, length)
+    return torch.cat([text, rope], dim=0)
+
+
+class ThinkerSession:
+    """One generation: prefill, then one token per `step`; owns its KV cache."""
+
+    def __init__(
+        self,
+        model: Any,
+        config: Any,
+        prompt: Prompt,
+        sampling: SamplingConfig,
+        seed: int,
+        cancelled: CancelCheck,
+    ) -> None:
+        self.model = model
+        self.config = config
+        self.prompt = prompt
+        self.sampling = sampling
+        self.cancelled = cancelled
+        self.device: torch.device = model.device
+        self.generator = None if sampling.greedy else generator_for(seed, self.device)
+        self.cache: Any = None
+        self.length = 0
+        self.delta = torch.zeros(1, 1, dtype=torch.long)
+        self.eos_ids = {int(config.im_end_token_id)}
+
+    @torch.inference_mode()
+    def embed(self, token: int) -> torch.Tensor:
+        """The thinker's input embedding of one token, [H] float32 on CPU."""
+        ids = torch.tensor([[token]], device=self.device)
+        row: torch.Tensor = self.model.get_input_embeddings()(ids)[0, 0]
+        return row.float().cpu()
+
+    @torch.inference_mode()
+    def prefill(self, want_talker: bool) -> tuple[int, TalkerStart | None]:
+        """Run the prompt; returns the first token and, if asked, the talker conditioning."""
+        from transformers import DynamicCache
+
+        check(self.cancelled)
+        ids = self.prompt.input_ids.to(self.device)
+        mask = torch.ones_like(ids)
+        audio_lengths = None
+        features = feature_mask = None
+        if (
+            self.prompt.input_features is not None
+            and self.prompt.feature_attention_mask is not None
+        ):
+            features = self.prompt.input_features.to(self.device, self.model.dtype)
+            feature_mask = self.prompt.feature_attention_mask.to(self.device)
+            audio_lengths = feature_mask.sum(-1)
+        _, self.delta = self.model.model.get_rope_index(
+            ids, None, None, mask, False, audio_lengths, None
+        )
+        self.cache = DynamicCache(config=self.model.config.text_config)
+        out = self.model(
+            input_ids=ids,
+            input_features=features,
+            feature_attention_mask=feature_mask,
+            position_ids=_positions(0, ids.shape[1], self.delta, self.device),
+            cache=self.cache,
+            use_cache=True,
+            output_hidden_states=want_talker,
+        )
+        self.length = ids.shape[1]
+        token = choose(out.logits[0, -1], self.sampling, self.generator)
+        start = self._talker_start(ids, out.hidden_states, token) if want_talker else None
+        return token, start
+
+    @torch.inference_mode()
+    def step(self, token: int) -> int:
+        """Feed the last token; returns the next one."""
+        check(self.cancelled)
+        ids = torch.tensor([[token]], device=self.device)
+        out = self.model(
+            input_ids=ids,
+            position_ids=_positions(self.length, 1, self.delta, self.device),
+            cache=self.cache,
+            use_cache=True,
+        )
+        self.length += 1
+        return choose(out.logits[0, -1], self.sampling, self.generator)
+
+    def close(self) -> None:
+        # The KV cache is the big per-stream allocation (~96 KiB per token at real size).
+        self.cache = None
+
+    def _talker_start(self, ids: torch.Tensor, hidden: Any, first: int) -> TalkerStart:
+        c = self.config
+        embeds = hidden[0][0]
+        accepted = hidden[c.talker_config.accept_hidden_layer][0]
+        seq = ids[0]
+        tc = c.thinker_config
+        mm = (seq == tc.audio_token_id) | (seq == tc.image_token_id) | (seq == tc.video_token_id)
+        # A position belongs to the turn whose <|im_start|> came last before it (as generate()).
+        positions = torch.arange(seq.shape[0], device=seq.device)
+        starts = torch.where(seq == c.im_start_token_id, positions, torch.full_like(positions, -1))
+        previous = torch.cummax(starts, dim=0).values.clamp_min(0)
+        role = seq[(previous + 1).clamp_max(seq.shape[0] - 1)]
+        user = role == c.user_token_id
+        user_rows = torch.where(mm[:, None], accepted, embeds)[user]
+        specials = torch.tensor(
+            [c.tts_bos_token_id, c.tts_eos_token_id, c.tts_pad_token_id, first],
+            device=self.device,
+        )
+        special_rows = self.model.get_input_embeddings()(specials)
+        rows = torch.cat([user_rows, embeds[-3:], special_rows], dim=0)
+        flags = torch.cat(
+            [mm[user], torch.zeros(TALKER_FIXED_ROWS, dtype=torch.bool, device=seq.device)]
+        )
+        return TalkerStart(rows=rows.float().cpu(), mm=flags.cpu())
