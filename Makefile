@@ -40,6 +40,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.protocol_decode
 	$(BIN)/python -m bench.vad_batching
 	$(BIN)/python -m bench.pipeline_ttfa
+	$(BIN)/python -m bench.trio_bridge
+	$(BIN)/python -m bench.realtime_latency
 
 clean:
 	rm -rf $(VENV)
