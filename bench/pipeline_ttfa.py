@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,11 +35,13 @@ from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
     Message,
+    TextPart,
 )
 
 HEADING = "## Pipeline latency"
 REPO = Path(__file__).resolve().parent.parent / "model_repository"
 QUESTION = "What is the capital of France?"
+STORY = "Tell me a long story about a dragon and a knight."
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,6 @@ class Run:
     first_text_ms: float
     first_audio_ms: float
     total_ms: float
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _spoken(text: str) -> npt.NDArray[np.float32]:
@@ -89,6 +83,15 @@ def one_run(url: str, model: str, request: PipelineRequest) -> Run:
     return Run(first_text * 1000, first_audio * 1000, total * 1000)
 
 
+def _story(max_tokens: int) -> PipelineRequest:
+    # A long answer, so every stage is still busy when the first audio arrives.
+    return PipelineRequest(
+        request_id=f"bench-{uuid.uuid4().hex}",
+        conversation=Conversation(messages=[Message(role="user", content=[TextPart(STORY)])]),
+        parameters=GenerationParameters(max_tokens=max_tokens),
+    )
+
+
 def cancel_run(server: TritonServer, model: str, request: PipelineRequest) -> float:
     """Cancel on the first audio chunk; ms from the cancel to the last stage's stop record."""
     with PipelineStream(server.grpc_url, model) as stream:
@@ -121,9 +124,9 @@ def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
     log = Path(tempfile.mkdtemp()) / "tritonserver.log"
     config = TritonConfig(
         model_repository=REPO,
-        http_port=_free_port(),
-        grpc_port=_free_port(),
-        metrics_port=_free_port(),
+        http_port=report.free_port(),
+        grpc_port=report.free_port(),
+        metrics_port=report.free_port(),
         models=("cascade", "qwen3_omni", "cancel"),
         omni_weights=omni_weights,
         log_file=log,
@@ -134,12 +137,9 @@ def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
         for model in ("cascade", "qwen3_omni"):
             one_run(server.grpc_url, model, _request(question, max_tokens))  # warm-up
             timed = [
-                one_run(server.grpc_url, model, _request(question, max_tokens))
-                for _ in range(runs)
+                one_run(server.grpc_url, model, _request(question, max_tokens)) for _ in range(runs)
             ]
-            stops = [
-                cancel_run(server, model, _request(question, max_tokens)) for _ in range(runs)
-            ]
+            stops = [cancel_run(server, model, _story(200)) for _ in range(runs)]
             rows.append((model, timed, stops))
     weights = str(omni_weights) if omni_weights else "tiny random weights (CPU)"
     lines = [
@@ -150,8 +150,10 @@ def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
         f"server start-up with these models {startup:.1f} s).",
         "",
         f'The question is flite speech of "{QUESTION}" (16 kHz). Times from sending the '
-        "request to the client receiving the chunk; cancel to stop is from the cancel model's "
-        "board write to the last stage's stop record (CLOCK_MONOTONIC, same machine).",
+        "request to the client receiving the chunk. Cancel to stop: a text request for a long "
+        f'story ("{STORY}", max_tokens 200) is cancelled (board write + stream cancel) on its '
+        "first audio chunk; from the cancel model's board write to the last stage's stop "
+        "record (CLOCK_MONOTONIC, same machine).",
         "",
         "| pipeline | runs | first text ms (median) | first audio ms (median) | whole answer ms "
         "(median) | cancel -> last stage stopped ms (median, max) |",

@@ -18,13 +18,13 @@ import argparse
 import base64
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ from scipy.io import wavfile
 from websockets.sync.client import ClientConnection, connect
 
 from bench import report
-from orchestrator.service.config import ServiceConfig
+from orchestrator.service.config import Pipeline, ServiceConfig
 from orchestrator.service.serve import BackgroundServer, needed_models
 from orchestrator.triton import TritonConfig, TritonServer
 
@@ -43,13 +43,6 @@ RATE = 24000
 CHUNK = 480  # 20 ms
 SILENCE_MS = 500
 Audio = npt.NDArray[np.float32]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _speech(text: str, voice: str) -> Audio:
@@ -128,12 +121,12 @@ def run(runs: int, pipeline: str) -> str:
     interruption = _speech("Stop, wait a moment.", "kal")
     lead = np.zeros(int(0.3 * RATE), np.float32)
     log = Path(tempfile.mkdtemp()) / "tritonserver.log"
-    service = ServiceConfig(port=_free_port(), pipeline=pipeline)  # type: ignore[arg-type]
+    service = ServiceConfig(port=report.free_port(), pipeline=cast(Pipeline, pipeline))
     triton_config = TritonConfig(
         model_repository=REPO,
-        http_port=_free_port(),
-        grpc_port=_free_port(),
-        metrics_port=_free_port(),
+        http_port=report.free_port(),
+        grpc_port=report.free_port(),
+        metrics_port=report.free_port(),
         models=needed_models(service),
         log_file=log,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -24,3 +25,11 @@ def write_section(heading: str, section: str, doc: Path = DOC) -> None:
             body += "\n" + rest + "\n"
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(body, encoding="utf-8")
+
+
+def free_port() -> int:
+    """A loopback port free right now, for the servers a benchmark starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -200,20 +199,13 @@ async def trio_asyncio_concurrent(url: str, seconds: float) -> float:
             await trio_asyncio.aio_as_trio(client.close)()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def run(calls: int, rounds: int, seconds: float) -> str:
     log = Path(tempfile.mkdtemp()) / "tritonserver.log"
     config = TritonConfig(
         model_repository=REPO,
-        http_port=_free_port(),
-        grpc_port=_free_port(),
-        metrics_port=_free_port(),
+        http_port=report.free_port(),
+        grpc_port=report.free_port(),
+        metrics_port=report.free_port(),
         models=("vad",),
         log_file=log,
     )

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -181,13 +180,6 @@ def through_triton(
     return Figures(sessions * chunks, wall, cpu, batch)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _median(figures: list[Figures]) -> Figures:
     return Figures(
         frames=figures[0].frames,
@@ -201,9 +193,9 @@ def run(session_counts: list[int], frames: int, repeats: int) -> str:
     log = Path(tempfile.mkdtemp()) / "tritonserver.log"
     config = TritonConfig(
         model_repository=REPO,
-        http_port=_free_port(),
-        grpc_port=_free_port(),
-        metrics_port=_free_port(),
+        http_port=report.free_port(),
+        grpc_port=report.free_port(),
+        metrics_port=report.free_port(),
         models=("vad",),
         log_file=log,
     )

@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import trio
 
 from orchestrator import conversation as conv
-from orchestrator.audio import InputAudio, VadFrames, decode_input
+from orchestrator.audio import InputAudio, OutputAudio, VadFrames, decode_input
 from orchestrator.core import CoreConfig, Output, SessionCore
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
@@ -110,6 +111,7 @@ class SessionActor:
         self._first_audio_pending: dict[str, float] = {}
         # Output audio ms per response still open, for the idle timer's "audio finished".
         self._audio_ms: dict[str, int] = {}
+        self._out_audio: dict[str, OutputAudio] = {}
         self._idle_arming = 0
         self._idle_scope: trio.CancelScope | None = None
         # Committed turns being (or already) transcribed, by item id: set when done.
@@ -250,6 +252,7 @@ class SessionActor:
                     actor.cancel()
             else:
                 self._observe(output)
+                output = self._encode_output_audio(output)
                 await self._out_send.send(self._encoder.encode(output).decode())
                 if isinstance(output, se.InputAudioBufferCommitted):
                     self._maybe_transcribe(output.item_id)
@@ -270,6 +273,23 @@ class SessionActor:
                 self._arm_idle(audio_ms)
         elif isinstance(event, se.InputAudioBufferSpeechStarted | se.ResponseCreated):
             self._disarm_idle()
+
+    def _encode_output_audio(self, event: se.ServerEvent) -> se.ServerEvent:
+        """pcm16 24 kHz from the core, in the session's output format on the wire.
+
+        The core and its playback ledger count pcm16 milliseconds; only the bytes the client
+        gets change, through one streaming encoder per response (G.711 at 8 kHz).
+        """
+        fmt = self.core.settings.output_format
+        if isinstance(event, se.ResponseDone):
+            self._out_audio.pop(event.response.id, None)
+            return event
+        if not isinstance(event, se.ResponseOutputAudioDelta) or fmt.type == "audio/pcm":
+            return event
+        encoder = self._out_audio.get(event.response_id)
+        if encoder is None or encoder.format != fmt:
+            encoder = self._out_audio[event.response_id] = OutputAudio(fmt)
+        return msgspec.structs.replace(event, delta=encoder.push_pcm16(event.delta))
 
     def _arm_idle(self, audio_ms: int) -> None:
         """OpenAI's idle_timeout_ms: counted from when the reply's audio has finished playing

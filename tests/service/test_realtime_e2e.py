@@ -13,9 +13,10 @@ from typing import Any
 
 import httpx
 import numpy as np
+import soxr
 from openai import OpenAI
 
-from orchestrator.audio import ulaw_encode
+from orchestrator.audio import float_to_pcm16, pcm16_to_float, ulaw_decode, ulaw_encode
 from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer
 from tests.service.realtime_client import (
@@ -137,7 +138,7 @@ def test_bad_json_gets_a_clear_error_and_the_session_goes_on(
         session.until("conversation.context", timeout_s=10)
 
 
-def test_a_question_in_g711_mu_law_is_heard_and_answered(
+def test_g711_mu_law_in_and_out_is_heard_and_answered(
     realtime_server: BackgroundServer, triton_server: TritonServer
 ) -> None:
     speech8k = np.concatenate(
@@ -155,7 +156,8 @@ def test_a_question_in_g711_mu_law_is_heard_and_answered(
                         "input": {
                             "format": {"type": "audio/pcmu"},
                             "transcription": {"model": "whisper-base"},
-                        }
+                        },
+                        "output": {"format": {"type": "audio/pcmu"}},
                     },
                 },
             }
@@ -173,6 +175,23 @@ def test_a_question_in_g711_mu_law_is_heard_and_answered(
     assert transcript["item_id"] == stopped["item_id"]
     assert {"capital", "france"} <= set(_words(transcript["transcript"])), transcript
     assert done["response"]["status"] == "completed", done["response"]
+    rid = done["response"]["id"]
+    answer = b"".join(
+        base64.b64decode(e["delta"])
+        for e in session.of("response.output_audio.delta")
+        if e["response_id"] == rid
+    )
+    said = "".join(
+        e["delta"]
+        for e in session.of("response.output_audio_transcript.delta")
+        if e["response_id"] == rid
+    )
+    # One byte per 8 kHz sample: mu-law as asked, and Whisper still hears the words in it.
+    as_pcm16 = float_to_pcm16(
+        np.asarray(soxr.resample(pcm16_to_float(ulaw_decode(answer)), 8000, 24000))
+    ).tobytes()
+    heard = set(_words(transcribe(triton_server.grpc_url, as_pcm16)))
+    assert heard and len(heard & set(_words(said))) / max(1, len(set(_words(said)))) >= 0.5
 
 
 def test_idle_timeout_prompts_a_response_after_the_reply_has_played(
