@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent / "model_repository"
 CONCURRENT = 16
 
 try:
-    import trio_asyncio  # type: ignore[import-untyped]
+    import trio_asyncio
     import tritonclient.grpc.aio as aioclient
 except ImportError:  # optional: the (d) column is left out
     trio_asyncio = None
