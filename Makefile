@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := graphviz flite festival festvox-kallpc16k
+APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium
 
 export HF_HUB_OFFLINE := 1
 
@@ -29,6 +29,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+	node --test tests/js/
 
 serve: $(STAMP)
 	$(BIN)/turntaker serve

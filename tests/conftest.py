@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.service.config import ServiceConfig
+from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonConfig, TritonServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +44,11 @@ def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSe
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def realtime_server(triton_server: TritonServer) -> Iterator[BackgroundServer]:
+    """A real realtime server (Trio, hypercorn, real sockets) on the session's tritonserver."""
+    config = ServiceConfig(port=free_port(), triton_urls=(triton_server.grpc_url,))
+    with BackgroundServer(config) as server:
+        yield server

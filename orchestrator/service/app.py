@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import trio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orchestrator.service.config import ServiceConfig
@@ -23,6 +25,8 @@ from orchestrator.service.metrics import Metrics
 from orchestrator.service.session_actor import SessionActor, SessionServices
 
 log = logging.getLogger("turntaker.session")
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 @dataclass
@@ -49,6 +53,9 @@ def build_app(state: AppState) -> Starlette:
         return PlainTextResponse(
             state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
 
     async def realtime(ws: WebSocket) -> None:
         # Browsers cannot set headers and offer the "realtime" subprotocol (plus a key one).
@@ -82,6 +89,8 @@ def build_app(state: AppState) -> Starlette:
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
+            Route("/", index),
+            Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ]
     )
 

@@ -1,0 +1,304 @@
+// The Turntaker page: microphone -> input_audio_buffer.append, output audio -> playback worklet,
+// barge-in handled where it is heard (the worklet drops the interrupted response's audio and the
+// page reports exactly what was played with playback.ack).
+import { BoundedSet } from "./playback-core.js";
+
+const RATE = 24000;
+const $ = (id) => document.getElementById(id);
+
+// Counters for tests and the curious.
+const tt = {
+  send: (event) => send(event),
+  state: "disconnected",
+  inputState: "-",
+  responseState: "-",
+  played_ms: 0, // rendered ms of the response playing last
+  playedBy: {}, // rid -> rendered ms (from worklet stats and clear/finish reports)
+  events: [], // [{t, dir, type, response_id?}]
+  acks: [], // playback.ack events sent
+  clears: {}, // rid -> {trigger, t_trigger, t_cleared_msg, t_silent, played, dropped}
+  statsLog: [], // [{t, rid, played}]
+  interruptResponse: true,
+};
+window.turntaker = tt;
+
+let ws = null;
+let ctx = null;
+let stream = null;
+let playback = null;
+let capture = null;
+const interrupted = new BoundedSet(64);
+const items = new Map(); // rid -> audio item id
+const finishedOnWire = new BoundedSet(64); // rids whose response.done was completed
+const fullyPlayed = new BoundedSet(64); // rids played to the end and acknowledged
+let currentRid = null;
+
+function log(dir, event) {
+  const entry = { t: performance.now(), dir, type: event.type };
+  if (event.response_id) entry.response_id = event.response_id;
+  else if (event.response && event.response.id) entry.response_id = event.response.id;
+  tt.events.push(entry);
+  if (tt.events.length > 5000) tt.events.splice(0, 1000);
+  if (event.type.endsWith(".delta") && event.type.includes("audio.delta")) return;
+  const line = `${(entry.t / 1000).toFixed(3)} ${dir} ${event.type}` +
+    (entry.response_id ? ` ${entry.response_id}` : "");
+  const box = $("log");
+  box.textContent += line + "\n";
+  if (box.textContent.length > 40000) box.textContent = box.textContent.slice(-30000);
+  box.scrollTop = box.scrollHeight;
+}
+
+function send(event) {
+  if (!ws || ws.readyState !== WebSocket.OPEN) return;
+  ws.send(JSON.stringify(event));
+  if (event.type !== "input_audio_buffer.append") log(">", event);
+}
+
+function setState(which, value) {
+  tt[which] = value;
+  const id = { state: "conn-state", inputState: "input-state", responseState: "response-state" }[which];
+  $(id).textContent = value;
+}
+
+// --- transcript ---------------------------------------------------------------------------
+const lines = new Map(); // key -> element
+function line(key, cls) {
+  let el = lines.get(key);
+  if (!el) {
+    el = document.createElement("div");
+    el.className = cls;
+    el.textContent = cls === "user" ? "You: " : "Assistant: ";
+    $("transcript").appendChild(el);
+    lines.set(key, el);
+    if (lines.size > 200) lines.delete(lines.keys().next().value);
+  }
+  return el;
+}
+function appendText(key, cls, text, replace = false) {
+  const el = line(key, cls);
+  const prefix = cls === "user" ? "You: " : "Assistant: ";
+  el.textContent = replace ? prefix + text : el.textContent + text;
+  $("transcript").scrollTop = $("transcript").scrollHeight;
+}
+
+// --- audio --------------------------------------------------------------------------------
+function b64ToInt16(b64) {
+  const bin = atob(b64);
+  const bytes = new Uint8Array(bin.length & ~1);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = bin.charCodeAt(i);
+  return new Int16Array(bytes.buffer);
+}
+function bytesToB64(buffer) {
+  const bytes = new Uint8Array(buffer);
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
+}
+
+function ack(rid, playedSamples) {
+  const event = { type: "playback.ack", response_id: rid, played_ms: Math.floor(playedSamples * 1000 / RATE) };
+  if (items.has(rid)) event.item_id = items.get(rid);
+  tt.acks.push({ ...event, samples: playedSamples, t: performance.now() });
+  if (tt.acks.length > 256) tt.acks.splice(0, 64);
+  send(event);
+}
+
+function interrupt(rid, trigger) {
+  if (!rid || interrupted.has(rid)) return;
+  interrupted.add(rid);
+  tt.clears[rid] = { trigger, t_trigger: performance.now(), t_cleared_msg: null, t_silent: null };
+  const keys = Object.keys(tt.clears);
+  if (keys.length > 64) delete tt.clears[keys[0]];
+  if (playback) playback.port.postMessage({ type: "clear", rid });
+}
+
+function onWorklet(msg) {
+  if (msg.type === "stats") {
+    if (msg.rid !== null) {
+      const ms = msg.played * 1000 / RATE;
+      tt.playedBy[msg.rid] = ms;
+      tt.played_ms = ms;
+      tt.statsLog.push({ t: performance.now(), rid: msg.rid, played: msg.played });
+      if (tt.statsLog.length > 4000) tt.statsLog.splice(0, 1000);
+      $("played").textContent = Math.round(ms);
+    }
+  } else if (msg.type === "cleared") {
+    const c = tt.clears[msg.rid];
+    if (c) Object.assign(c, { t_silent: performance.now(), played: msg.played, dropped: msg.dropped });
+    tt.playedBy[msg.rid] = msg.played * 1000 / RATE;
+    ack(msg.rid, msg.played);
+  } else if (msg.type === "finished") {
+    tt.playedBy[msg.rid] = msg.played * 1000 / RATE;
+    if (!interrupted.has(msg.rid)) {
+      fullyPlayed.add(msg.rid);
+      ack(msg.rid, msg.played);
+    }
+  }
+}
+
+async function startAudio() {
+  ctx = new AudioContext({ sampleRate: RATE });
+  await ctx.audioWorklet.addModule("/static/capture-worklet.js");
+  await ctx.audioWorklet.addModule("/static/playback-worklet.js");
+  playback = new AudioWorkletNode(ctx, "turntaker-playback", { numberOfInputs: 0, outputChannelCount: [1] });
+  playback.port.onmessage = (e) => onWorklet(e.data);
+  playback.connect(ctx.destination);
+  stream = await navigator.mediaDevices.getUserMedia({
+    audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
+  });
+  const source = ctx.createMediaStreamSource(stream);
+  capture = new AudioWorkletNode(ctx, "turntaker-capture", { outputChannelCount: [1] });
+  capture.port.onmessage = (e) => send({ type: "input_audio_buffer.append", audio: bytesToB64(e.data) });
+  const mute = ctx.createGain();
+  mute.gain.value = 0;
+  source.connect(capture).connect(mute).connect(ctx.destination);
+  await ctx.resume();
+}
+
+function stopAudio() {
+  if (stream) stream.getTracks().forEach((t) => t.stop());
+  if (ctx) ctx.close();
+  stream = ctx = playback = capture = null;
+}
+
+// --- session ------------------------------------------------------------------------------
+function sessionUpdate() {
+  tt.interruptResponse = $("interrupt").checked;
+  send({
+    type: "session.update",
+    session: {
+      type: "realtime",
+      output_modalities: ["audio"],
+      audio: {
+        input: {
+          transcription: { model: "whisper" },
+          turn_detection: {
+            type: "server_vad",
+            threshold: Number($("threshold").value),
+            silence_duration_ms: Number($("silence").value),
+            interrupt_response: tt.interruptResponse,
+          },
+        },
+      },
+    },
+  });
+}
+
+function onServer(event) {
+  log("<", event);
+  const rid = event.response_id || (event.response && event.response.id);
+  switch (event.type) {
+    case "session.created":
+    case "session.updated": {
+      const td = event.session && event.session.audio && event.session.audio.input.turn_detection;
+      tt.interruptResponse = !td || td.interrupt_response !== false;
+      if (td) {
+        $("threshold").value = td.threshold;
+        $("silence").value = td.silence_duration_ms;
+      }
+      $("interrupt").checked = tt.interruptResponse;
+      break;
+    }
+    case "input_audio_buffer.speech_started":
+      setState("inputState", "speaking");
+      if (tt.interruptResponse && currentRid && !finishedPlaying(currentRid)) {
+        interrupt(currentRid, "speech_started");
+      }
+      break;
+    case "input_audio_buffer.speech_stopped":
+      setState("inputState", "silent");
+      break;
+    case "input_audio_buffer.committed":
+      setState("inputState", "committed");
+      break;
+    case "conversation.item.input_audio_transcription.delta":
+      appendText(event.item_id, "user", event.delta);
+      break;
+    case "conversation.item.input_audio_transcription.completed":
+      appendText(event.item_id, "user", event.transcript, true);
+      break;
+    case "response.created":
+      currentRid = rid;
+      setState("responseState", "in_progress");
+      break;
+    case "response.output_item.added":
+      items.set(rid, event.item.id);
+      if (items.size > 64) items.delete(items.keys().next().value);
+      break;
+    case "response.output_audio.delta":
+      if (interrupted.has(rid) || !playback) break; // a late delta of an interrupted response
+      items.set(rid, event.item_id);
+      {
+        const samples = b64ToInt16(event.delta);
+        playback.port.postMessage({ type: "push", rid, samples: samples.buffer }, [samples.buffer]);
+      }
+      break;
+    case "response.output_audio_transcript.delta":
+    case "response.output_text.delta":
+      if (!interrupted.has(rid)) appendText(rid, "assistant", event.delta);
+      break;
+    case "output_audio_buffer.cleared":
+      interrupt(rid, "output_audio_buffer.cleared"); // no-op if already interrupted
+      if (tt.clears[rid] && tt.clears[rid].t_cleared_msg === null) {
+        tt.clears[rid].t_cleared_msg = performance.now();
+      }
+      markCut(rid);
+      break;
+    case "response.done": {
+      const status = event.response.status;
+      setState("responseState", status);
+      if (status === "cancelled") {
+        interrupt(rid, "response.done");
+        markCut(rid);
+      } else if (status === "completed" && !interrupted.has(rid)) {
+        finishedOnWire.add(rid);
+        if (playback) playback.port.postMessage({ type: "done", rid });
+      }
+      break;
+    }
+    case "error":
+      console.warn("server error", event.error);
+      break;
+  }
+}
+
+function finishedPlaying(rid) {
+  return fullyPlayed.has(rid);
+}
+
+function markCut(rid) {
+  const el = lines.get(rid);
+  if (el) el.classList.add("cut");
+}
+
+async function connect() {
+  $("connect").disabled = true;
+  setState("state", "connecting");
+  try {
+    await startAudio();
+  } catch (error) {
+    setState("state", "error: " + error.name);
+    $("connect").disabled = false;
+    return;
+  }
+  ws = new WebSocket($("url").value, ["realtime"]);
+  ws.onopen = () => {
+    setState("state", "connected");
+    $("disconnect").disabled = false;
+    sessionUpdate();
+  };
+  ws.onmessage = (e) => onServer(JSON.parse(e.data));
+  ws.onclose = () => {
+    setState("state", "disconnected");
+    stopAudio();
+    $("connect").disabled = false;
+    $("disconnect").disabled = true;
+  };
+}
+
+$("url").value = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/realtime`;
+$("connect").onclick = connect;
+$("disconnect").onclick = () => ws && ws.close();
+$("apply").onclick = sessionUpdate;
