@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium
+APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs
 
 export HF_HUB_OFFLINE := 1
 
