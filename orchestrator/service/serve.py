@@ -159,7 +159,8 @@ def _run_trio(config: ServiceConfig) -> int:
     )
     try:
         trio.run(serve, config)
-    except KeyboardInterrupt:
+    except* KeyboardInterrupt:
+        # Ctrl-C arrives inside the server's nursery, so it comes wrapped in a group.
         print("turntaker serve: stopped", flush=True)
     return 0
 
