@@ -21,6 +21,7 @@ from orchestrator.service.session_actor import SessionServices
 from orchestrator.service.transcriber import TritonTranscriber
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from orchestrator.vad_batcher import VadBatcher, VadBatcherConfig
+from turntaker_models.settings import default_cache_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,12 +51,6 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
     return load_config(file=args.config, overrides=overrides)
 
 
-def _cache_dir() -> Path:
-    from turntaker_models.settings import default_cache_dir
-
-    return default_cache_dir()
-
-
 def needed_models(config: ServiceConfig) -> tuple[str, ...]:
     return (config.pipeline, "vad", "asr", "cancel")
 
@@ -74,7 +69,7 @@ def local_triton(config: ServiceConfig) -> Iterator[TritonServer]:
             omni_weights=config.omni_weights,
             model_threads=config.model_threads,
             # The server's own log would drown the realtime server's lines.
-            log_file=_cache_dir() / "tritonserver.log",
+            log_file=default_cache_dir() / "tritonserver.log",
         )
     )
     started = threading.Event()

@@ -109,8 +109,6 @@ class SessionActor:
         self._input_audio: InputAudio | None = None
         self._responses: dict[str, ResponseActor] = {}
         self._first_audio_pending: dict[str, float] = {}
-        # Output audio ms per response still open, for the idle timer's "audio finished".
-        self._audio_ms: dict[str, int] = {}
         self._out_audio: dict[str, OutputAudio] = {}
         self._idle_arming = 0
         self._idle_scope: trio.CancelScope | None = None
@@ -263,14 +261,14 @@ class SessionActor:
             began = self._first_audio_pending.pop(event.response_id, None)
             if began is not None:
                 metrics.time_to_first_audio.observe(trio.current_time() - began)
-            ms = len(event.delta) // 48
-            self._audio_ms[event.response_id] = self._audio_ms.get(event.response_id, 0) + ms
         elif isinstance(event, se.ResponseDone):
             metrics.responses.labels(event.response.status).inc()
             self._first_audio_pending.pop(event.response.id, None)
-            audio_ms = self._audio_ms.pop(event.response.id, 0)
             if event.response.status == "completed":
-                self._arm_idle(audio_ms)
+                # The core's ledger already counts the reply's audio: when it ends playing.
+                rid = event.response.id
+                ledger = self.core.ledger
+                self._arm_idle(ledger.generated_ms(rid) if rid in ledger else 0)
         elif isinstance(event, se.InputAudioBufferSpeechStarted | se.ResponseCreated):
             self._disarm_idle()
 

@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.settings import ModelSettings
+from turntaker_models.settings import ModelSettings, default_cache_dir
 
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region_"
@@ -40,10 +40,6 @@ _PR_SET_PDEATHSIG = 1
 
 class TritonStartError(RuntimeError):
     """The server did not come up, or a model in the repository did not load."""
-
-
-def _default_cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "turntaker"
 
 
 @dataclass(frozen=True)
@@ -62,7 +58,7 @@ class TritonConfig:
     log_file: Path | None = None
     log_verbose: int = 0
     # Where the backend directory is written once per wheel and Python version.
-    cache_dir: Path = field(default_factory=_default_cache_dir)
+    cache_dir: Path = field(default_factory=default_cache_dir)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     # Models to load (explicit model control; an ensemble brings its steps). Empty: every model.
     models: tuple[str, ...] = ()
@@ -272,10 +268,7 @@ class TritonServer:
             "--allow-gpu-metrics=false",
             f"--log-verbose={c.log_verbose}",
             *(["--model-control-mode=explicit"] if c.models else []),
-            *(
-                f"--load-model={name}"
-                for name in with_ensemble_steps(c.model_repository, c.models)
-            ),
+            *(f"--load-model={name}" for name in with_ensemble_steps(c.model_repository, c.models)),
             *c.extra_args,
         ]
 

@@ -81,7 +81,7 @@ def cancel_on_board(client: grpcclient.InferenceServerClient, request_ids: Seque
     return int(times.max()) if times is not None and times.size else 0
 
 
-def _chunk(result: Any, received_at: float) -> PipelineChunk:
+def chunk_from_result(result: Any, received_at: float) -> PipelineChunk:
     response = result.get_response()
     names = {o.name for o in response.outputs}
     text = ""
@@ -121,7 +121,7 @@ class PipelineStream:
                 self._ended = True
                 self._items.put(PipelineError(str(error)))
             else:
-                chunk = _chunk(result, now)
+                chunk = chunk_from_result(result, now)
                 self._ended = self._ended or chunk.final
                 self._items.put(chunk)
 

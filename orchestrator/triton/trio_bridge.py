@@ -33,8 +33,8 @@ from orchestrator.triton.pipeline_client import (
     PipelineChunk,
     PipelineError,
     PipelineRequest,
-    _chunk,
     cancel_on_board,
+    chunk_from_result,
     pipeline_inputs,
 )
 
@@ -162,7 +162,7 @@ class TritonStream:
                 self._ended = True
                 item = PipelineError(f"{self.model}: {error}")
             else:
-                item = _chunk(result, time.monotonic())
+                item = chunk_from_result(result, time.monotonic())
                 self._ended = self._ended or item.final
         except Exception as failure:  # a malformed response must not kill the reader thread
             item = PipelineError(f"{self.model}: unreadable response: {failure!r}")
