@@ -7,7 +7,7 @@ APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs
 
 export HF_HUB_OFFLINE := 1
 
-.PHONY: test serve lint typecheck diagrams bench apt clean
+.PHONY: test serve lint typecheck diagrams bench fuzz soak apt clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(MAKE) --no-print-directory apt
@@ -37,12 +37,22 @@ serve: $(STAMP)
 diagrams: $(STAMP)
 	$(BIN)/turntaker diagrams --out docs/statecharts
 
+# The standard set: tables in docs/benchmarks.md, plots in docs/ (under 10 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m bench.protocol_decode
 	$(BIN)/python -m bench.vad_batching
 	$(BIN)/python -m bench.pipeline_ttfa
 	$(BIN)/python -m bench.trio_bridge
 	$(BIN)/python -m bench.realtime_latency
+	$(BIN)/python -m bench.load
+
+# The protocol fuzzer's long run against a live server (CI runs 5,000 inputs in `make test`).
+fuzz: $(STAMP)
+	$(BIN)/python -m bench.fuzz
+
+# 10,000 interruptions and 1,000 session open/close cycles; memory and descriptors reported.
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak
 
 clean:
 	rm -rf $(VENV)

@@ -123,7 +123,8 @@ class SessionCore:
             return []  # rule 2: late output of a closed response is dropped here
         rid = event.response_id
         if isinstance(event, BackendAudio | BackendText):
-            self._run_response(rid, "output", chunk=event)
+            for effect in live.chart.forward(event):  # the `output` event's fast path
+                self._response_effect(live, effect)
         elif isinstance(event, BackendDone):
             live.output_tokens = event.output_tokens
             if not live.audio or live.audio_ms == 0:
@@ -205,6 +206,17 @@ class SessionCore:
 
     def _create_item(self, event: ce.ConversationItemCreate) -> None:
         item_id = event.item.id or self._new_id("item")
+        if item_id == conv.ROOT:
+            self._error(
+                "invalid_value",
+                "Item id 'root' is reserved: as previous_item_id it means the start.",
+                "item.id",
+            )
+            return
+        if item_id == self._pending_item_id:
+            # speech_started already promised this id to the turn being spoken.
+            self._error("item_already_exists", f"Item '{item_id}' already exists.", "item.id")
+            return
         content = tuple(_content_from_wire(part) for part in event.item.content)
         item = conv.Item(item_id, event.item.role, content)
         previous = event.previous_item_id
@@ -248,7 +260,7 @@ class SessionCore:
             return
         live = self.live.get(rid)
         if live is not None and live.chart.is_live:
-            self._run_response(rid, "truncate", audio_end_ms=audio_end_ms)
+            self._truncate_live(live, audio_end_ms)
         else:
             self.ledger.cut(rid, audio_end_ms)
             self._write_history(rid)
@@ -276,12 +288,23 @@ class SessionCore:
         rid = event.response_id
         if result.heard is not None:
             live = self.live.get(rid)
-            if live is not None and live.chart.is_live:
-                name = "truncate" if event.truncate else "played"
-                self._run_response(rid, name, audio_end_ms=result.played_ms)
+            if live is not None and live.chart.is_live and event.truncate:
+                self._truncate_live(live, result.played_ms)
+            elif live is not None and live.chart.is_live:
+                self._run_response(rid, "played", audio_end_ms=result.played_ms)
             else:
                 self._write_history(rid)
         self._out.append(self.env.acknowledged(result))
+
+    def _truncate_live(self, live: _Live, audio_end_ms: int) -> None:
+        rid = live.chart.response_id
+        generating = live.chart.is_generating
+        self._run_response(rid, "truncate", audio_end_ms=audio_end_ms)
+        if generating:
+            # The reply ends here, not in the backend, and the session chart only hears of an
+            # end from the backend path: without this its output side stays `generating`, and
+            # every later response.create is refused as concurrent.
+            self._run_session("response_finished", response_id=rid, audio_pending=False)
 
     # Responses ------------------------------------------------------------------------
     def _create_response(self, params: ce.ResponseParams | None) -> None:
@@ -438,6 +461,8 @@ class SessionCore:
         item_id = self.ledger.item_id(rid)
         if heard is None or item_id not in self.conversation:
             return
+        if self.conversation.get(item_id).response_id != rid:
+            return  # the reply slot was deleted and its id reused by the client's own item
         live = self.live.get(rid)
         is_audio = live.audio if live is not None else heard.audio_ms > 0
         content: tuple[conv.Content, ...]
@@ -455,8 +480,12 @@ class SessionCore:
         return items[-1].id if items else None
 
     def _new_id(self, prefix: str) -> str:
-        self._ids += 1
-        return f"{prefix}_{self.session_id}_{self._ids}"
+        # Clients may pick any item id, ours included (they are easy to predict): skip taken ones.
+        while True:
+            self._ids += 1
+            candidate = f"{prefix}_{self.session_id}_{self._ids}"
+            if candidate not in self.conversation:
+                return candidate
 
     def _error(self, code: str, message: str, param: str | None = None) -> None:
         self._out.append(self.env.error(code, message, param, self._event_id))

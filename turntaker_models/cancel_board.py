@@ -70,9 +70,7 @@ class CancelBoard:
         self._map = mapped
         # flock belongs to the open file, not the thread: threads of one stage need their own.
         self._thread_lock = threading.Lock()
-        self._counts: npt.NDArray[np.uint64] = np.frombuffer(
-            mapped, dtype="<u8", count=2, offset=8
-        )
+        self._counts: npt.NDArray[np.uint64] = np.frombuffer(mapped, dtype="<u8", count=2, offset=8)
         self._cancels: npt.NDArray[np.void] = np.frombuffer(
             mapped, dtype=_CANCEL_DTYPE, count=CANCEL_SLOTS, offset=_HEADER
         )

@@ -6,6 +6,7 @@ inherits them. In the GPU image they have fixed defaults (see Dockerfile.triton)
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +15,23 @@ BOARD_ENV = "TURNTAKER_CANCEL_BOARD"
 CACHE_ENV = "TURNTAKER_CACHE_DIR"
 OMNI_WEIGHTS_ENV = "TURNTAKER_OMNI_WEIGHTS"
 THREADS_ENV = "TURNTAKER_MODEL_THREADS"
+NULL_SPEED_ENV = "TURNTAKER_NULL_SPEED"
 DEFAULT_BOARD = Path("/dev/shm/turntaker-cancel-board")
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "turntaker"
+
+
+def check_null_speed(speed: float) -> float:
+    """`speed` if it can divide the `null` model's delays: finite and above 0; else ValueError.
+
+    Shared by the launcher, its CLI and the model, so a bad speed is refused with one message
+    before a server starts, not as a model that fails to load.
+    """
+    if not (math.isfinite(speed) and speed > 0):
+        raise ValueError(f"null speed must be a finite number above 0, got {speed!r}")
+    return speed
 
 
 @dataclass(frozen=True)
@@ -27,16 +40,29 @@ class ModelSettings:
     cache_dir: Path
     omni_weights: Path | None
     threads: int
+    # Divides every delay of the benchmark model `null` (1000: a thousand times real time).
+    null_speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_null_speed(self.null_speed)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ModelSettings:
         e = dict(os.environ if env is None else env)
         omni = e.get(OMNI_WEIGHTS_ENV)
+        raw_speed = e.get(NULL_SPEED_ENV) or "1"
+        try:
+            null_speed = float(raw_speed)
+        except ValueError:
+            raise ValueError(
+                f"{NULL_SPEED_ENV} must be a number above 0, got {raw_speed!r}"
+            ) from None
         return cls(
             board_path=Path(e.get(BOARD_ENV) or DEFAULT_BOARD),
             cache_dir=Path(e.get(CACHE_ENV) or default_cache_dir()),
             omni_weights=Path(omni) if omni else None,
             threads=max(1, int(e.get(THREADS_ENV) or 1)),
+            null_speed=null_speed,
         )
 
     def environment(self) -> dict[str, str]:
@@ -45,6 +71,8 @@ class ModelSettings:
             BOARD_ENV: str(self.board_path),
             CACHE_ENV: str(self.cache_dir),
             THREADS_ENV: str(self.threads),
+            # repr: the exact float comes back out of float() in the stub.
+            NULL_SPEED_ENV: repr(self.null_speed),
         }
         if self.omni_weights is not None:
             env[OMNI_WEIGHTS_ENV] = str(self.omni_weights)

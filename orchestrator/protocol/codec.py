@@ -78,19 +78,49 @@ _ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
 # Malformed or oversize input cannot be parsed, but the client's event_id is usually near
 # the start; finding it there lets even those errors point at the event that caused them.
 _SNIFF_WINDOW: Final = 4096
-_EVENT_ID: Final = re.compile(rb'"event_id"\s*:\s*("(?:[^"\\\r\n]|\\.){0,256}")')
+# Strings (whole, or an opening quote with no end in sight) and brackets: enough to know how
+# deep each key sits, so an "event_id" inside a nested object is not taken for the event's.
+_TOKEN: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]"]', re.DOTALL)
+_EVENT_ID_KEY: Final = b'"event_id"'
+_EVENT_ID_VALUE: Final = re.compile(rb'\s*:\s*("(?:[^"\\\r\n]|\\.){0,256}")')
 
 
 def _sniff_event_id(data: bytes | bytearray | memoryview | str) -> str | None:
     head = data[:_SNIFF_WINDOW]
     raw = head.encode("utf-8", "replace") if isinstance(head, str) else bytes(head)
-    match = _EVENT_ID.search(raw)
-    if match is None:
+    depth = 0
+    for token in _TOKEN.finditer(raw):
+        text = token.group()
+        if text in (b"{", b"["):
+            depth += 1
+        elif text in (b"}", b"]"):
+            depth -= 1
+        elif text == b'"':
+            return None  # a string running past the window: what follows is its content
+        elif depth == 1 and text == _EVENT_ID_KEY:
+            value = _EVENT_ID_VALUE.match(raw, token.end())
+            if value is not None:
+                try:
+                    return msgspec.json.decode(value.group(1), type=str)
+                except msgspec.DecodeError:
+                    return None
+    return None
+
+
+def _not_utf8(data: bytes | bytearray | memoryview) -> str | None:
+    """Why a binary message is not UTF-8 (None when it is).
+
+    msgspec checks the strings it keeps, but skips unknown fields unread; without this, a
+    message that is not UTF-8, and so not JSON (RFC 8259), would pass when only an ignored
+    field was broken.
+    """
+    if isinstance(data, bytes) and data.isascii():
         return None
     try:
-        return msgspec.json.decode(match.group(1), type=str)
-    except msgspec.DecodeError:
-        return None
+        str(data, "utf-8")
+    except UnicodeDecodeError as error:
+        return f"not UTF-8 at byte {error.start}"
+    return None
 
 
 def _too_large(data: bytes | bytearray | memoryview | str, max_bytes: int) -> int | None:
@@ -151,6 +181,12 @@ def _decode(
             code="message_too_large",
             message=f"Message of {size} bytes exceeds the limit of {max_bytes} bytes.",
             event_id=_sniff_event_id(data),
+        )
+    # Text frames arrive as str, valid UTF-8 by construction; binary ones need checking.
+    broken = None if isinstance(data, str) else _not_utf8(data)
+    if broken is not None:
+        return ProtocolError(
+            code="invalid_json", message=f"Invalid JSON: {broken}.", event_id=_sniff_event_id(data)
         )
     try:
         wire = _DECODER.decode(data)

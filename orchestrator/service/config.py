@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-Pipeline = Literal["cascade", "qwen3_omni"]
+# `null` streams fixed audio with no compute: for benchmarks of the orchestrator itself.
+Pipeline = Literal["cascade", "qwen3_omni", "null"]
+PIPELINES: tuple[str, ...] = ("cascade", "qwen3_omni", "null")
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,72 @@ class ServiceConfig:
     # Bounds of each session's queues (messages, not bytes; messages are size-limited).
     session_mailbox: int = 256
     send_queue: int = 1024
+    # The send queue's bound in bytes too (one message always fits): a few events can be large.
+    send_queue_bytes: int = 16 * 1024 * 1024
     vad_backlog_chunks: int = 64
-    # How often each Triton endpoint's readiness is polled.
+    # How often each Triton endpoint's readiness is polled, and how long one check may take
+    # (a server that does not answer in time is down: a hung server must not hang the poll).
     health_interval_s: float = 1.0
+    health_timeout_s: float = 1.0
+    # Deadlines per stage, so that a hung Triton endpoint fails requests instead of hanging
+    # sessions. A response stream fails (and its endpoint is marked down) when its first chunk
+    # takes longer than `first_chunk_timeout_s` (prefill included) or the next one longer than
+    # `chunk_timeout_s`.
+    first_chunk_timeout_s: float = 30.0
+    chunk_timeout_s: float = 30.0
+    # A batched VAD request (about a millisecond when healthy) and one input transcription.
+    vad_timeout_s: float = 1.0
+    transcription_timeout_s: float = 60.0
+    # A client that takes no event for this long while its send queue is full is not reading:
+    # its session ends (close 1008) rather than hold the server's memory and Triton streams.
+    slow_client_timeout_s: float = 10.0
+    # Sessions end after this long, as OpenAI's do after 60 minutes: an `error` event
+    # (`session_expired`), then close 1000.
+    max_session_s: float = 3600.0
+    # On SIGTERM (or `BackgroundServer.drain()`): how long open sessions get to receive their
+    # closing events and close (1001) before the server cancels whatever is left and exits.
+    drain_timeout_s: float = 10.0
     # VAD batcher: wait this long after the first pending chunk for other sessions' chunks.
     vad_batch_window_ms: float = 2.0
+    # The event-loop lag probe's period (a sleep that overshoots by more is lag).
+    loop_lag_interval_ms: float = 10.0
     # Prefix of every pipeline request id (the cancel board's key), so ids never collide
     # between orchestrators sharing a Triton; random per process unless set.
     instance_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # Access (orchestrator/service/access.py). No keys from either source: loopback only.
+    api_keys_file: Path | None = None
+    # `TURNTAKER_API_KEYS`, comma-separated `name:key` or bare keys; kept out of repr (logs).
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    # Exact origins (`*`: any); empty: only pages served from the host the client dialled.
+    allow_origins: tuple[str, ...] = ()
+    # Per key (or the shared `anonymous` identity of loopback clients); 0: no limit.
+    max_sessions_per_key: int = 100
+    # pcm16 at 24 kHz is 48 kB/s: 8 MiB/s is the real-time input of about 170 sessions.
+    append_bytes_per_s_per_key: int = 8 * 1024 * 1024
+    append_burst_s: float = 4.0
     extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in _POSITIVE:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
 
     @property
     def local_triton(self) -> bool:
         return not self.triton_urls
+
+
+# Deadlines: zero or a negative value would fail every request, or end every session, at once.
+_POSITIVE = (
+    "health_timeout_s",
+    "first_chunk_timeout_s",
+    "chunk_timeout_s",
+    "vad_timeout_s",
+    "transcription_timeout_s",
+    "slow_client_timeout_s",
+    "max_session_s",
+    "drain_timeout_s",
+)
 
 
 _ENV_PREFIX = "TURNTAKER_"
@@ -96,6 +151,6 @@ def load_config(
         if value is not None and name in names:
             values[name] = value
     config = replace(ServiceConfig(), **values)
-    if config.pipeline not in ("cascade", "qwen3_omni"):
-        raise ValueError(f"unknown pipeline {config.pipeline!r}: cascade or qwen3_omni")
+    if config.pipeline not in PIPELINES:
+        raise ValueError(f"unknown pipeline {config.pipeline!r}: one of {', '.join(PIPELINES)}")
     return config

@@ -5,7 +5,8 @@ Rules:
   given). With none healthy, `NoHealthyEndpoint` is raised and the response fails at once with
   a clear reason; the session stays open.
 - An endpoint is unhealthy from its first failed health check or a failed stream on it, and
-  healthy again at its next successful check (server ready and the needed models ready).
+  healthy again at its next successful check (server ready and the needed models ready). A
+  check that takes longer than its timeout failed: a hung server is down, not waited for.
 - Streams already open on an endpoint are not moved; they end (or fail) where they are.
 """
 
@@ -78,20 +79,26 @@ class EndpointPool:
         return any(e.healthy for e in self.endpoints)
 
     async def check_all(self, timeout_s: float = 1.0) -> None:
+        """One check of every endpoint; each check answers within `timeout_s` or fails."""
+
         async def check(endpoint: Endpoint) -> None:
-            ok = await trio.to_thread.run_sync(
-                _ready, endpoint.url, self.models, timeout_s, abandon_on_cancel=True
-            )
+            ok = False
+            # Each gRPC call has the deadline too, but a check makes several: the whole check
+            # gets it, so a hung server is down after `timeout_s`, not after all of them.
+            with trio.move_on_after(timeout_s):
+                ok = await trio.to_thread.run_sync(
+                    _ready, endpoint.url, self.models, timeout_s, abandon_on_cancel=True
+                )
             self._set(endpoint, ok)
 
         async with trio.open_nursery() as nursery:
             for endpoint in self.endpoints:
                 nursery.start_soon(check, endpoint)
 
-    async def watch(self, interval_s: float) -> None:
+    async def watch(self, interval_s: float, timeout_s: float = 1.0) -> None:
         """Poll every endpoint forever (run it in the server's nursery)."""
         while True:
-            await self.check_all(timeout_s=max(0.2, interval_s))
+            await self.check_all(timeout_s=timeout_s)
             await trio.sleep(interval_s)
 
     def _set(self, endpoint: Endpoint, healthy: bool) -> None:

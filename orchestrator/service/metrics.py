@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 # Seconds; barge-in reactions are milliseconds, first audio hundreds of milliseconds.
-_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1, 2.5, 5, 10,
+)  # fmt: skip
+# Given (metric name, seconds) for every latency observed: exact percentiles for benchmarks.
+SampleSink = Callable[[str, float], None]
 
 
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    sample_sink: SampleSink | None = None
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -53,6 +60,48 @@ class Metrics:
             ["endpoint"],
             registry=r,
         )
+
+        self.event_loop_lag = Histogram(
+            "turntaker_event_loop_lag_seconds",
+            "How late the server's event loop wakes a sleeping task (overload shows here first)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.input_backlog = Gauge(
+            "turntaker_input_backlog_chunks",
+            "Input audio chunks waiting for turn detection, summed over sessions",
+            registry=r,
+        )
+
+        self.refusals = Counter(
+            "turntaker_refusals",
+            "Refused sessions, /metrics requests and appends, by reason and API key name",
+            ["reason", "key"],
+            registry=r,
+        )
+        self.admissions = Counter(
+            "turntaker_admissions", "Sessions admitted, by API key name", ["key"], registry=r
+        )
+        self.session_closes = Counter(
+            "turntaker_session_closes",
+            'Realtime sockets closed (refusals included): the server\'s close code, or "client"',
+            ["code"],
+            registry=r,
+        )
+        self.session_ends = Counter(
+            "turntaker_session_ends",
+            "Sessions the server ended, by reason (client_not_reading, session_expired, "
+            "server_shutting_down)",
+            ["reason"],
+            registry=r,
+        )
+
+    def observe(self, name: str, seconds: float) -> None:
+        """One latency sample into the histogram `name` (an attribute above)."""
+        histogram: Histogram = getattr(self, name)
+        histogram.observe(seconds)
+        if self.sample_sink is not None:
+            self.sample_sink(name, seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import trio
 
-from orchestrator.service.endpoints import EndpointPool, NoHealthyEndpoint
+from orchestrator.service.endpoints import Endpoint, EndpointPool, NoHealthyEndpoint
 from orchestrator.service.requests import AudioDecoder, pipeline_request
 from orchestrator.signals import (
     BackendAudio,
@@ -28,8 +28,8 @@ from orchestrator.signals import (
     BackendText,
     StartBackend,
 )
-from orchestrator.triton.pipeline_client import PipelineError
-from orchestrator.triton.trio_bridge import open_pipeline_stream
+from orchestrator.triton.pipeline_client import PipelineChunk, PipelineError
+from orchestrator.triton.trio_bridge import TritonStream, open_pipeline_stream
 
 Post = Callable[[BackendEvent], Awaitable[None]]
 # Transcripts of the given items' audio, waiting for those still being transcribed.
@@ -41,8 +41,11 @@ class ResponseServices:
     pool: EndpointPool
     pipeline: str
     default_max_tokens: int
-    # A stream that sends nothing for this long is failed (a hung endpoint).
-    stall_timeout_s: float = 30.0
+    # A hung endpoint: a stream whose first chunk takes longer than this (prefill included), or
+    # whose next chunk takes longer than `chunk_timeout_s`, fails and its endpoint is marked
+    # down until a health check passes again.
+    first_chunk_timeout_s: float = 30.0
+    chunk_timeout_s: float = 30.0
 
 
 def pcm16(samples: npt.NDArray[np.float32]) -> bytes:
@@ -121,9 +124,12 @@ class ResponseActor:
                     endpoint.url, self.services.pipeline, request
                 ) as stream:
                     with self._cancellable() as streaming:
+                        first = True
                         while True:
-                            with trio.fail_after(self.services.stall_timeout_s):
-                                chunk = await stream.receive()
+                            chunk = await self._next_chunk(stream, endpoint, first)
+                            if chunk is None:
+                                return  # failed; leaving writes the board and stops the stream
+                            first = False
                             if chunk.text:
                                 tokens += 1
                                 if audio_mode:
@@ -149,10 +155,39 @@ class ResponseActor:
                 if _unreachable(error):
                     self.services.pool.mark_failed(endpoint)
                 await self._post(BackendFailed(rid, seq, f"pipeline error: {error}"))
-            except trio.TooSlowError:
-                await self._post(
-                    BackendFailed(rid, seq, "the model sent nothing for too long; stream failed")
-                )
+
+    async def _next_chunk(
+        self, stream: TritonStream, endpoint: Endpoint, first: bool
+    ) -> PipelineChunk | None:
+        """The stream's next chunk, or None once the response was failed for want of one.
+
+        The failure is posted here, before the stream is closed: closing writes the cancel
+        board, which a hung server answers only at the board's own timeout.
+        """
+        services = self.services
+        timeout = services.first_chunk_timeout_s if first else services.chunk_timeout_s
+        rid, seq = self.action.response_id, self.action.seq
+        ended = False
+        with trio.move_on_after(timeout):
+            try:
+                return await stream.receive()
+            except trio.EndOfChannel:
+                ended = True
+        if ended:
+            await self._post(BackendFailed(rid, seq, f"the {services.pipeline} stream ended early"))
+            return None
+        # Placing new streams there would hang them too; the health checks bring it back.
+        services.pool.mark_failed(endpoint)
+        silence = "sent no output within" if first else "went silent mid-response for"
+        await self._post(
+            BackendFailed(
+                rid,
+                seq,
+                f"the model at {endpoint.url} {silence} {timeout:g} s; the stream was failed "
+                "and the endpoint marked down",
+            )
+        )
+        return None
 
 
 def _unreachable(error: PipelineError) -> bool:

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import hypercorn.config
 import hypercorn.trio
 import trio
 
-from orchestrator.service.app import AppState, build_app
-from orchestrator.service.config import ServiceConfig, load_config
+from orchestrator.service.access import AccessControl, AccessSettings, settings_from_config
+from orchestrator.service.app import AppState, build_app, drain
+from orchestrator.service.config import PIPELINES, ServiceConfig, load_config
 from orchestrator.service.endpoints import EndpointPool
+from orchestrator.service.loop_lag import LagSink, probe_loop_lag
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseServices
-from orchestrator.service.session_actor import SessionServices
+from orchestrator.service.session_actor import SessionServices, VadService
 from orchestrator.service.transcriber import TritonTranscriber
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from orchestrator.vad_batcher import VadBatcher, VadBatcherConfig
@@ -34,9 +39,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="triton_urls",
         help="gRPC HOST:PORT of a running Triton (repeatable); default: start one locally",
     )
-    parser.add_argument("--pipeline", choices=["cascade", "qwen3_omni"])
+    parser.add_argument("--pipeline", choices=list(PIPELINES))
     parser.add_argument("--weights", type=Path, dest="omni_weights", help="Qwen3-Omni folder")
     parser.add_argument("--model-repository", type=Path)
+    parser.add_argument(
+        "--api-keys-file",
+        type=Path,
+        help="API keys, one per line (`name:key` or a key; `#` comments); also "
+        "TURNTAKER_API_KEYS. Without keys only loopback clients are admitted",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        dest="allow_origins",
+        help="browser Origin allowed to connect, e.g. http://localhost:8000, or * "
+        "(repeatable); default: only pages served by this server's host",
+    )
+    parser.add_argument("--max-sessions-per-key", type=int, help="open sessions (0: no limit)")
+    parser.add_argument(
+        "--append-bytes-per-s-per-key", type=int, help="input audio bytes/s (0: no limit)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
@@ -47,11 +69,24 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         "pipeline": args.pipeline,
         "omni_weights": args.omni_weights,
         "model_repository": args.model_repository,
+        "api_keys_file": args.api_keys_file,
+        "allow_origins": tuple(args.allow_origins) if args.allow_origins else None,
+        "max_sessions_per_key": args.max_sessions_per_key,
+        "append_bytes_per_s_per_key": args.append_bytes_per_s_per_key,
     }
     return load_config(file=args.config, overrides=overrides)
 
 
+def access_settings(config: ServiceConfig) -> AccessSettings:
+    """The keys file is read here, once, at start-up (access.py itself does no I/O)."""
+    text = config.api_keys_file.read_text() if config.api_keys_file is not None else None
+    return settings_from_config(config, text)
+
+
 def needed_models(config: ServiceConfig) -> tuple[str, ...]:
+    if config.pipeline == "null":
+        # No speech is understood: input transcription, if a session asks, reports a failure.
+        return ("null", "vad", "cancel")
     return (config.pipeline, "vad", "asr", "cancel")
 
 
@@ -100,40 +135,84 @@ def local_triton(config: ServiceConfig) -> Iterator[TritonServer]:
 
 
 async def serve(
-    config: ServiceConfig, *, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED
+    config: ServiceConfig,
+    *,
+    metrics: Metrics | None = None,
+    vad: VadService | None = None,
+    stop: trio.Event | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    metrics = Metrics()
+    """Serves until SIGTERM (main thread only: signals reach no other) or until `stop` is
+    set, then drains (app.drain: sessions get their closing events and 1001, new ones 1013,
+    for up to `drain_timeout_s`), cancels what is left and returns.
+
+    `metrics` and `vad` are for benchmarks: a sample sink, one silero per session.
+    """
+    metrics = metrics or Metrics()
+    stop = trio.Event() if stop is None else stop
     pool = EndpointPool(config.triton_urls, needed_models(config), metrics)
-    await pool.check_all()
+    await pool.check_all(timeout_s=config.health_timeout_s)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(pool.watch, config.health_interval_s)
-        batcher = VadBatcher(
-            VadBatcherConfig(window_s=config.vad_batch_window_ms / 1000.0),
-            url=lambda: pool.choose().url,
-        )
-        nursery.start_soon(batcher.run)
+        if threading.current_thread() is threading.main_thread():
+            await nursery.start(_stop_on_sigterm, stop)
+        nursery.start_soon(pool.watch, config.health_interval_s, config.health_timeout_s)
+        lag_sink: LagSink = partial(metrics.observe, "event_loop_lag")
+        nursery.start_soon(probe_loop_lag, config.loop_lag_interval_ms / 1000.0, [lag_sink])
+        if vad is None:
+            batcher = VadBatcher(
+                VadBatcherConfig(
+                    window_s=config.vad_batch_window_ms / 1000.0,
+                    request_timeout_s=config.vad_timeout_s,
+                ),
+                url=lambda: pool.choose().url,
+            )
+            nursery.start_soon(batcher.run)
+            vad = batcher
         services = SessionServices(
             metrics=metrics,
-            vad=batcher,
+            vad=vad,
             responses=ResponseServices(
                 pool=pool,
                 pipeline=config.pipeline,
                 default_max_tokens=config.max_output_tokens,
+                first_chunk_timeout_s=config.first_chunk_timeout_s,
+                chunk_timeout_s=config.chunk_timeout_s,
             ),
-            transcriber=TritonTranscriber(pool),
+            transcriber=TritonTranscriber(pool, timeout_s=config.transcription_timeout_s),
             transcripts_for_pipeline=config.pipeline == "cascade",
         )
-        app = build_app(AppState(config, metrics, pool, services))
+        access = AccessControl(access_settings(config), clock=time.monotonic)
+        state = AppState(config, metrics, pool, services, access)
+        app = build_app(state)
         hyper = hypercorn.config.Config()
         hyper.bind = [f"{config.host}:{config.port}"]
         hyper.accesslog = None
         hyper.websocket_max_message_size = config.max_message_bytes
+        # The listener stays open while draining: new clients get a clear 1013, not a refusal.
         await nursery.start(hypercorn.trio.serve, app, hyper)
         task_status.started([f"http://{config.host}:{config.port}"])
+        await stop.wait()
+        await drain(state, config.drain_timeout_s)
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_sigterm(
+    stop: trio.Event, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """SIGTERM sets `stop`; held until the server's end, so that a second SIGTERM during the
+    (bounded) drain does not kill the process half-way."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            print("turntaker serve: SIGTERM: draining", flush=True)
+            stop.set()
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    # A bad keys file or origin fails now, not after Triton's minutes of start-up.
+    settings = access_settings(config)
+    print(f"turntaker serve: access: {_describe(settings)}", flush=True)
     if config.local_triton:
         with local_triton(config) as server:
             print(
@@ -144,6 +223,16 @@ def run(args: argparse.Namespace) -> int:
             config = ServiceConfig(**{**config.__dict__, "triton_urls": (server.grpc_url,)})
             return _run_trio(config)
     return _run_trio(config)
+
+
+def _describe(settings: AccessSettings) -> str:
+    who = (
+        f"{len(settings.keys)} API key(s) ({', '.join(k.name for k in settings.keys)})"
+        if settings.keys
+        else "no API keys: loopback clients only"
+    )
+    origins = ", ".join(settings.allow_origins) or "same-host"
+    return f"{who}; origins {origins}"
 
 
 def _run_trio(config: ServiceConfig) -> int:
@@ -157,6 +246,8 @@ def _run_trio(config: ServiceConfig) -> int:
     except* KeyboardInterrupt:
         # Ctrl-C arrives inside the server's nursery, so it comes wrapped in a group.
         print("turntaker serve: stopped", flush=True)
+    else:
+        print("turntaker serve: drained and stopped", flush=True)
     return 0
 
 
@@ -171,6 +262,7 @@ class BackgroundServer:
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
+        self._stop: trio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
 
@@ -182,6 +274,22 @@ class BackgroundServer:
         if self._error is not None:
             raise self._error
         return self
+
+    def drain(self) -> None:
+        """What SIGTERM does to `turntaker serve` (signals reach only the main thread): starts
+        the graceful drain and returns at once; `wait_stopped()` waits for its end."""
+        if self._token is not None and self._stop is not None:
+            try:
+                self._token.run_sync_soon(self._stop.set)
+            except trio.RunFinishedError:
+                pass
+
+    def wait_stopped(self, timeout_s: float) -> bool:
+        """Whether `serve()` returned within `timeout_s`."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     def __exit__(self, *exc: object) -> None:
         if self._token is not None and self._scope is not None:
@@ -195,10 +303,11 @@ class BackgroundServer:
     def _main(self) -> None:
         async def main() -> None:
             self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
             with trio.CancelScope() as scope:
                 self._scope = scope
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(serve, self.config)
+                    await nursery.start(partial(serve, self.config, stop=self._stop))
                     self._ready.set()
 
         try:

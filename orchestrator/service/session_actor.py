@@ -7,13 +7,23 @@ they return: server events go to the bounded outbox, `StartBackend` starts a res
 `CancelBackend` cancels one. Structured concurrency: the VAD feeder and every response actor
 run in the session's nursery, so closing the session cancels its responses, their Triton
 streams and its timers, and nothing outlives it.
+
+How a session ends (`SessionActor.end` tells the I/O layer the close code and reason):
+- The client leaves: `client_gone()` cancels the actor at once; nobody is left to tell.
+- The client stops reading: an event that cannot be queued for `slow_client_timeout_s` (the
+  outbox is bounded in messages) ends the session with 1008 "client is not reading"; the
+  bound is what keeps a slow client from growing the server's memory.
+- `max_session_s` passes, or the server drains (`shut_down()`): a closing mail is queued
+  behind what the session already has, so every event decided before it still goes out; the
+  generating response is cancelled through the core (its terminal `response.done`), an `error`
+  event says why (`session_expired`, `server_shutting_down`), then 1000 or 1001.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
@@ -32,19 +42,33 @@ from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseActor, ResponseServices
 from orchestrator.signals import BackendEvent, CancelBackend, StartBackend, VadEvent
 from orchestrator.turn_detection import TurnDetector
-from orchestrator.vad_batcher import VadBatcher, VadUnavailable
+from orchestrator.vad_batcher import VadUnavailable
 
 Audio = npt.NDArray[np.float32]
+# Charged with each append's decoded audio bytes; False: over the key's rate, drop the append.
+AppendBudget = Callable[[int], bool]
 
 
 class Transcriber(Protocol):
     async def transcribe(self, audio16k: Audio) -> str: ...
 
 
+class VadService(Protocol):
+    """Speech probability of each 512-sample 16 kHz chunk, with per-session state in a stream
+    (the batched Triton `VadBatcher`; benchmarks also plug in one silero per session)."""
+
+    def open_stream(self) -> Any: ...
+
+    async def probability(self, stream: Any, chunk: npt.ArrayLike) -> float: ...
+
+    # K consecutive chunks in order, in one go: one round trip per append, not per chunk.
+    async def probabilities(self, stream: Any, chunks: Sequence[npt.ArrayLike]) -> list[float]: ...
+
+
 @dataclass(frozen=True)
 class SessionServices:
     metrics: Metrics
-    vad: VadBatcher
+    vad: VadService
     responses: ResponseServices
     transcriber: Transcriber | None
     # The cascade hears through ASR: give it the orchestrator's transcripts, not audio again.
@@ -89,21 +113,113 @@ class _VadDown:
 
 
 @dataclass(frozen=True)
-class _Gone:
-    pass
+class SessionEnd:
+    """Why the server ended a session: the WebSocket close code and reason to send."""
+
+    code: int
+    reason: str
+    # The metrics label.
+    cause: str
+    # False when the client stopped reading: what is still queued would never be taken, so
+    # the connection is cut instead of flushed.
+    flush: bool = True
 
 
-_Mail = _Client | _Vad | _VadDown | _IdleTimeout | _Backend | _Transcript | _Gone
+@dataclass(frozen=True)
+class _Close:
+    """Queued behind the session's other mail: the session ends after what came before."""
+
+    end: SessionEnd
+    error_type: str
+    error_code: str
+    message: str
+
+
+_Mail = _Client | _Vad | _VadDown | _IdleTimeout | _Backend | _Transcript | _Close
+
+
+class _NotReading(Exception):
+    """The outbox stayed full for `slow_client_timeout_s`."""
+
+
+class _Outbox:
+    """Encoded server events on their way to the socket, bounded in messages and in bytes
+    (one message always fits): all that a client that stops reading can hold of the server's
+    memory. Bytes count too because messages differ by orders of magnitude: a retrieve of a
+    large item answers with the whole item."""
+
+    def __init__(self, max_messages: int, max_bytes: int) -> None:
+        self._send, self._recv = trio.open_memory_channel[str](max_messages)
+        self._max_bytes = max_bytes
+        self.bytes = 0
+        # Set (and replaced) each time the reader takes a message.
+        self._taken = trio.Event()
+
+    @property
+    def messages(self) -> int:
+        return self._send.statistics().current_buffer_used
+
+    def _fits(self, size: int) -> bool:
+        return self.bytes == 0 or self.bytes + size <= self._max_bytes
+
+    async def put(self, text: str, timeout_s: float) -> bool:
+        """Queues `text`; False if there was no room for it within `timeout_s`."""
+        size = len(text)
+        if self._fits(size):
+            try:
+                # The common case, without a cancel scope per event.
+                self._send.send_nowait(text)
+            except trio.WouldBlock:
+                pass
+            else:
+                self.bytes += size
+                return True
+        with trio.move_on_after(timeout_s):
+            while not self._fits(size):
+                await self._taken.wait()
+            # Counted before the send: the reader may take it before this task runs again.
+            self.bytes += size
+            try:
+                await self._send.send(text)
+            except BaseException:
+                self.bytes -= size  # not sent (trio's guarantee on a cancelled send)
+                raise
+            return True
+        return False
+
+    def close(self) -> None:
+        self._send.close()
+
+    def __aiter__(self) -> _Outbox:
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            text = await self._recv.receive()
+        except trio.EndOfChannel:
+            raise StopAsyncIteration from None
+        self.bytes -= len(text)
+        self._taken.set()
+        self._taken = trio.Event()
+        return text
 
 
 class SessionActor:
-    def __init__(self, session_id: str, config: ServiceConfig, services: SessionServices) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        config: ServiceConfig,
+        services: SessionServices,
+        *,
+        append_budget: AppendBudget | None = None,
+    ) -> None:
         self.session_id = session_id
+        self._append_budget = append_budget
         self.config = config
         self.services = services
         self.core = SessionCore(session_id, CoreConfig(model=config.model))
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
-        self._out_send, self._out_recv = trio.open_memory_channel[str](config.send_queue)
+        self._outbox = _Outbox(config.send_queue, config.send_queue_bytes)
         self._vad_send, self._vad_recv = trio.open_memory_channel[Audio](config.vad_backlog_chunks)
         self._encoder = ServerEventEncoder()
         self._input_audio: InputAudio | None = None
@@ -115,12 +231,21 @@ class SessionActor:
         # Committed turns being (or already) transcribed, by item id: set when done.
         self._transcribed: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
-        self._gone = False
+        # Cancelled by client_gone(): the actor stops wherever it is, even blocked on a full
+        # outbox that nobody drains any more.
+        self._serving = trio.CancelScope()
+        self._shutdown = trio.Event()
+        self.end: SessionEnd | None = None
 
     # The I/O layer's side -------------------------------------------------------------
     @property
+    def input_backlog(self) -> int:
+        """Input chunks waiting for turn detection (bounded by `vad_backlog_chunks`)."""
+        return self._vad_send.statistics().current_buffer_used
+
+    @property
     def outgoing(self) -> AsyncIterator[str]:
-        return self._out_recv
+        return self._outbox
 
     async def receive(self, data: str | bytes) -> None:
         """One WebSocket message from the client (parsed here, once, at the edge)."""
@@ -128,15 +253,24 @@ class SessionActor:
         event = decode_client_event(
             data, max_bytes=self.config.max_message_bytes, input_audio_format=fmt
         )
+        budget = self._append_budget
+        if isinstance(event, ce.InputAudioBufferAppend) and budget and not budget(len(event.audio)):
+            # Told, not closed (contract rule 7): the session goes on; only this audio is lost.
+            event = ProtocolError(
+                code="rate_limit_exceeded",
+                message="Input audio is arriving faster than this API key's limit; this append "
+                "was dropped. Send audio at most a little faster than real time.",
+                param="audio",
+                event_id=event.event_id,
+            )
         await self._mail_send.send(_Client(event))
 
     async def client_gone(self) -> None:
-        if not self._gone:
-            self._gone = True
-            try:
-                self._mail_send.send_nowait(_Gone())
-            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-                pass
+        self._serving.cancel()
+
+    def shut_down(self) -> None:
+        """The server is draining: end this session (1001) once what it has queued is done."""
+        self._shutdown.set()
 
     # The actor ------------------------------------------------------------------------
     async def run(self) -> None:
@@ -144,18 +278,66 @@ class SessionActor:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._vad_feeder)
-                await self._emit(self.core.open())
-                async for mail in self._mail_recv:
-                    if isinstance(mail, _Gone):
-                        break
-                    await self._handle(mail)
+                nursery.start_soon(self._lifetime)
+                with self._serving:
+                    try:
+                        await self._serve()
+                    except _NotReading:
+                        outbox = self._outbox
+                        self.end = SessionEnd(
+                            1008,
+                            f"client is not reading: {outbox.messages} events queued "
+                            f"({outbox.bytes / 2**20:.1f} MiB)",
+                            "client_not_reading",
+                            flush=False,
+                        )
+                if self.end is not None:
+                    self.services.metrics.session_ends.labels(self.end.cause).inc()
                 # Leaving cancels every response actor (their streams are cancelled on the way
                 # out) and the VAD feeder.
                 for actor in list(self._responses.values()):
                     actor.cancel()
                 nursery.cancel_scope.cancel()
         finally:
-            self._out_send.close()
+            self._outbox.close()
+
+    async def _serve(self) -> None:
+        await self._emit(self.core.open())
+        async for mail in self._mail_recv:
+            if isinstance(mail, _Close):
+                await self._close(mail)
+                return
+            await self._handle(mail)
+
+    async def _lifetime(self) -> None:
+        """Queues the session's end at `max_session_s`, or when the server drains."""
+        with trio.move_on_after(self.config.max_session_s):
+            await self._shutdown.wait()
+        if self._shutdown.is_set():
+            mail = _Close(
+                SessionEnd(1001, "server is shutting down", "server_shutting_down"),
+                "server_error",
+                "server_shutting_down",
+                "The server is shutting down; this session is closing. Reconnect to continue "
+                "(conversation state is not carried over).",
+            )
+        else:
+            limit = _duration(self.config.max_session_s)
+            mail = _Close(
+                SessionEnd(1000, f"session expired after {limit}", "session_expired"),
+                "invalid_request_error",
+                "session_expired",
+                f"Your session hit the maximum duration of {limit}.",
+            )
+        await self._mail_send.send(mail)
+
+    async def _close(self, mail: _Close) -> None:
+        """The generating response gets its terminal (cancelled) and the client the reason."""
+        for rid in [r for r, live in self.core.live.items() if live.chart.is_generating]:
+            await self._emit(self.core.client(ce.ResponseCancel(response_id=rid)))
+        error = se.ErrorInfo(type=mail.error_type, code=mail.error_code, message=mail.message)
+        await self._emit([se.ErrorEvent(error=error)])
+        self.end = mail.end
 
     async def _handle(self, mail: _Mail) -> None:
         if isinstance(mail, _Client):
@@ -164,7 +346,7 @@ class SessionActor:
             outputs = self.core.vad(mail.event)
             if any(isinstance(o, se.OutputAudioBufferCleared) for o in outputs):
                 latency = trio.current_time() - mail.decided_at
-                self.services.metrics.barge_in_latency.observe(latency)
+                self.services.metrics.observe("barge_in_latency", latency)
                 self.services.metrics.interruptions.inc()
             await self._emit(outputs)
         elif isinstance(mail, _Backend):
@@ -220,23 +402,28 @@ class SessionActor:
         vad_down = False
         async for samples in self._vad_recv:
             vad = self.core.settings.turn_detection
-            for chunk, end_ms in frames.push(samples):
-                if vad is None:
-                    continue
-                if detector is None:
-                    detector = TurnDetector(vad)
-                elif detector.config != vad:
-                    detector.update(vad)
-                try:
-                    probability = await self.services.vad.probability(stream, chunk)
-                except VadUnavailable as error:
-                    # Turn detection pauses (the chunk counts as neither speech nor silence);
-                    # the client hears of it once per outage, and the session goes on.
-                    if not vad_down:
-                        vad_down = True
-                        await self._mail_send.send(_VadDown(str(error)))
-                    continue
-                vad_down = False
+            # Always pushed, even with VAD off: the chunk clock runs on.
+            chunks = frames.push(samples)
+            if vad is None or not chunks:
+                continue
+            if detector is None:
+                detector = TurnDetector(vad)
+            elif detector.config != vad:
+                detector.update(vad)
+            try:
+                # An append's chunks are consecutive: one VAD row, one round trip for all.
+                probabilities = await self.services.vad.probabilities(
+                    stream, [chunk for chunk, _ in chunks]
+                )
+            except VadUnavailable as error:
+                # Turn detection pauses (the chunks count as neither speech nor silence);
+                # the client hears of it once per outage, and the session goes on.
+                if not vad_down:
+                    vad_down = True
+                    await self._mail_send.send(_VadDown(str(error)))
+                continue
+            vad_down = False
+            for probability, (_, end_ms) in zip(probabilities, chunks, strict=True):
                 for event in detector.feed(probability, end_ms):
                     await self._mail_send.send(_Vad(event, trio.current_time()))
 
@@ -251,16 +438,21 @@ class SessionActor:
             else:
                 self._observe(output)
                 output = self._encode_output_audio(output)
-                await self._out_send.send(self._encoder.encode(output).decode())
+                await self._queue_out(self._encoder.encode(output).decode())
                 if isinstance(output, se.InputAudioBufferCommitted):
                     self._maybe_transcribe(output.item_id)
+
+    async def _queue_out(self, text: str) -> None:
+        """Into the bounded outbox; `_NotReading` when it stays full for the slow-client time."""
+        if not await self._outbox.put(text, self.config.slow_client_timeout_s):
+            raise _NotReading
 
     def _observe(self, event: se.ServerEvent) -> None:
         metrics = self.services.metrics
         if isinstance(event, se.ResponseOutputAudioDelta):
             began = self._first_audio_pending.pop(event.response_id, None)
             if began is not None:
-                metrics.time_to_first_audio.observe(trio.current_time() - began)
+                metrics.observe("time_to_first_audio", trio.current_time() - began)
         elif isinstance(event, se.ResponseDone):
             metrics.responses.labels(event.response.status).inc()
             self._first_audio_pending.pop(event.response.id, None)
@@ -426,7 +618,15 @@ class SessionActor:
                     type="transcription_error", code="transcription_failed", message=mail.error
                 ),
             )
-        await self._out_send.send(self._encoder.encode(event).decode())
+        await self._queue_out(self._encoder.encode(event).decode())
+
+
+def _duration(seconds: float) -> str:
+    """OpenAI's wording for its 60-minute limit; short test limits in seconds."""
+    minutes = seconds / 60
+    if minutes >= 1 and minutes == int(minutes):
+        return f"{int(minutes)} minute" + ("s" if minutes != 1 else "")
+    return f"{seconds:g} seconds"
 
 
 def pipeline_request_id(config: ServiceConfig, response_id: str) -> str:

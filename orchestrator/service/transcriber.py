@@ -11,6 +11,9 @@ from orchestrator.triton.trio_bridge import open_unary
 
 
 class TritonTranscriber:
+    """`timeout_s` is the gRPC deadline of one transcription: a hung endpoint fails it (the
+    client gets `transcription.failed`) rather than hold the turn's transcript forever."""
+
     def __init__(self, pool: EndpointPool, timeout_s: float = 60.0) -> None:
         self._pool = pool
         self._timeout_s = timeout_s

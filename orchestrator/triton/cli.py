@@ -9,6 +9,15 @@ from pathlib import Path
 from types import FrameType
 
 from orchestrator.triton.launcher import TritonConfig, TritonServer, TritonStartError
+from turntaker_models.settings import check_null_speed
+
+
+def _speed(text: str) -> float:
+    try:
+        return check_null_speed(float(text))
+    except ValueError as error:
+        # float() says "could not convert string": say what a speed must be instead.
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}") from error
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cancel-board", type=Path, help="cancel board file (default: a fresh one in /dev/shm)"
     )
+    parser.add_argument(
+        "--null-speed",
+        default=1.0,
+        type=_speed,
+        help="divides every delay of the benchmark model `null` (e.g. 1000; default 1: real time)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TritonConfig:
@@ -54,6 +69,7 @@ def config_from_args(args: argparse.Namespace) -> TritonConfig:
         omni_weights=args.omni_weights,
         model_threads=args.model_threads,
         board_path=args.cancel_board,
+        null_speed=args.null_speed,
     )
 
 

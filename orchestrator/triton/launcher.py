@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.settings import ModelSettings, default_cache_dir
+from turntaker_models.settings import ModelSettings, check_null_speed, default_cache_dir
 
 SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "triton_python_backend_shm_region_"
@@ -68,6 +68,12 @@ class TritonConfig:
     omni_weights: Path | None = None
     # Torch/onnxruntime threads per model process.
     model_threads: int = 1
+    # Divides every delay of the benchmark model `null` (TURNTAKER_NULL_SPEED); must be > 0.
+    null_speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        # Refused here, before a server starts, rather than as a `null` model that fails to load.
+        check_null_speed(self.null_speed)
 
     @property
     def http_url(self) -> str:
@@ -278,6 +284,7 @@ class TritonServer:
             cache_dir=self.config.cache_dir,
             omni_weights=self.config.omni_weights,
             threads=self.config.model_threads,
+            null_speed=self.config.null_speed,
         )
 
     def board(self) -> CancelBoard:

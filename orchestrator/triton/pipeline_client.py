@@ -96,6 +96,21 @@ def chunk_from_result(result: Any, received_at: float) -> PipelineChunk:
     return PipelineChunk(text=text, audio=audio, final=final, received_at=received_at)
 
 
+def stop_stream(client: grpcclient.InferenceServerClient, *, cancel_requests: bool) -> None:
+    """`client.stop_stream()`, without leaking a thread per cancelled stream.
+
+    tritonclient (2.73) ends a cancelled stream without ending its request queue: gRPC's
+    request-iterator thread then waits on that queue forever, holding the call and its
+    buffers. bench/soak.py found it: one thread and ~30 kB more per barge-in. The sentinel
+    `None` is what tritonclient itself queues to end a stream that was not cancelled.
+    """
+    stream = getattr(client, "_stream", None)
+    client.stop_stream(cancel_requests=cancel_requests)
+    queue = getattr(stream, "_request_queue", None)
+    if cancel_requests and queue is not None:
+        queue.put(None)
+
+
 class PipelineStream:
     """One streamed generation on `model`; a context manager that closes the stream."""
 
@@ -164,7 +179,7 @@ class PipelineStream:
         if self._open:
             self._open = False
             try:
-                self._client.stop_stream(cancel_requests=not self._ended)
+                stop_stream(self._client, cancel_requests=not self._ended)
             except InferenceServerException:
                 pass
 

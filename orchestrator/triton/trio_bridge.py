@@ -36,6 +36,7 @@ from orchestrator.triton.pipeline_client import (
     cancel_on_board,
     chunk_from_result,
     pipeline_inputs,
+    stop_stream,
 )
 
 # What a stream's cleanup may take before the Trio side walks away from the worker thread. The
@@ -261,7 +262,7 @@ class TritonStream:
     def _stop_blocking(self) -> None:
         if self._started:
             try:
-                self._client.stop_stream(cancel_requests=not self._ended)
+                stop_stream(self._client, cancel_requests=not self._ended)
             except InferenceServerException:
                 pass
 

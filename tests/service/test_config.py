@@ -44,3 +44,19 @@ def test_unknown_file_setting_is_a_clear_error(tmp_path: Path) -> None:
 def test_unknown_pipeline_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown pipeline"):
         load_config(env={"TURNTAKER_PIPELINE": "gpt"})
+
+
+def test_deadlines_come_from_the_environment_as_seconds() -> None:
+    config = load_config(
+        env={"TURNTAKER_DRAIN_TIMEOUT_S": "2.5", "TURNTAKER_SLOW_CLIENT_TIMEOUT_S": "3"}
+    )
+    assert config.drain_timeout_s == 2.5 and config.slow_client_timeout_s == 3.0
+    defaults = ServiceConfig()
+    assert defaults.max_session_s == 3600 and defaults.slow_client_timeout_s == 10
+    assert defaults.drain_timeout_s == 10
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_a_deadline_must_be_positive(value: str) -> None:
+    with pytest.raises(ValueError, match="chunk_timeout_s must be > 0"):
+        load_config(env={"TURNTAKER_CHUNK_TIMEOUT_S": value})

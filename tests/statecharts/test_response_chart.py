@@ -54,6 +54,32 @@ def test_rule1_barge_in_while_draining_clears_without_second_terminal() -> None:
 
 
 @pytest.mark.parametrize(
+    "path",
+    [
+        [],
+        [("start", {})],
+        [("start", {}), ("complete", {"audio_pending": True})],
+        [("start", {}), ("complete", {})],
+        [("start", {}), ("barge_in", {})],
+        [("start", {}), ("cancel", {})],
+        [("cancel", {})],
+        [("start", {}), ("fail", {"reason": "x"})],
+        [("start", {}), ("complete", {"audio_pending": True}), ("played", {})],
+        [("start", {}), ("truncate", {"audio_end_ms": 40})],
+    ],
+)
+def test_rule2_forward_fast_path_decides_exactly_as_the_output_event(
+    path: list[tuple[str, dict[str, object]]],
+) -> None:
+    slow, fast = ResponseChart("r1"), ResponseChart("r1")
+    for event, kwargs in path:
+        slow.handle(event, **kwargs)
+        fast.handle(event, **kwargs)
+    assert fast.forward("chunk") == slow.handle("output", chunk="chunk")
+    assert fast.active == slow.active
+
+
+@pytest.mark.parametrize(
     "events",
     [
         ["start", "complete"],

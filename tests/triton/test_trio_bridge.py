@@ -218,3 +218,42 @@ async def test_pipeline_stream_cancel_on_cascade(with_cascade: TritonServer) -> 
     assert not any(c.final for c in rest)
     with with_cascade.board() as board:
         assert board.cancelled(rid)
+
+
+@pytest.fixture
+def with_null(triton_server: TritonServer) -> TritonServer:
+    _needs(triton_server, "null", "cancel")
+    return triton_server
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+async def test_cancelled_and_abandoned_streams_leave_no_thread_behind(
+    with_null: TritonServer,
+) -> None:
+    """Every barge-in cancels a stream; tritonclient alone left one thread (and its call's
+    memory) behind per cancelled stream, found by bench/soak.py."""
+    conversation = Conversation(messages=[Message(role="user", content=[TextPart("hi")])])
+
+    async def rounds(count: int) -> None:
+        for n in range(count):
+            request = PipelineRequest(
+                f"leak-{os.getpid()}-{n}-{time.monotonic_ns()}",
+                conversation,
+                (),
+                GenerationParameters(max_tokens=20),
+            )
+            async with open_pipeline_stream(with_null.grpc_url, "null", request) as stream:
+                await stream.receive()
+                if n % 2 == 0:
+                    await stream.cancel()  # barge-in; odd rounds leave the block early instead
+
+    await rounds(2)  # Trio's worker-thread cache fills here; it is not a leak
+    before = _threads()
+    await rounds(12)
+    with trio.move_on_after(5):
+        while _threads() > before + 1:
+            await trio.sleep(0.05)
+    assert _threads() <= before + 1, "cancelled streams left threads running"

@@ -205,3 +205,139 @@ async def test_wrong_chunk_size_is_refused(triton_server: TritonServer) -> None:
     async with open_vad_batcher(VadBatcherConfig(), triton_server.grpc_url) as batcher:
         with pytest.raises(ValueError, match="512"):
             await batcher.probability(batcher.open_stream(), np.zeros(480, np.float32))
+
+
+# K chunks per row -------------------------------------------------------------------------
+def _chunks(audio: Audio) -> list[Audio]:
+    return [audio[s : s + CHUNK] for s in range(0, len(audio) - CHUNK + 1, CHUNK)]
+
+
+def _appends(chunks: list[Audio], sizes: list[int]) -> list[list[Audio]]:
+    """`chunks` cut into appends of the given sizes, cycled."""
+    out, start, i = [], 0, 0
+    while start < len(chunks):
+        out.append(chunks[start : start + sizes[i % len(sizes)]])
+        start += sizes[i % len(sizes)]
+        i += 1
+    return out
+
+
+async def test_probabilities_of_k_chunks_equal_k_probability_calls(
+    triton_server: TritonServer, tmp_path: Path
+) -> None:
+    chunks = _chunks(_sessions(tmp_path)[3])
+    # max_chunks_per_row=5: the 8-chunk appends go as a 5-chunk row, then a 3-chunk one.
+    config = VadBatcherConfig(max_chunks_per_row=5)
+    with trio.fail_after(60):
+        async with open_vad_batcher(config, triton_server.grpc_url) as batcher:
+            stream = batcher.open_stream()
+            one = [await batcher.probability(stream, chunk) for chunk in chunks]
+            assert max(one) > 0.5, "no speech found"
+            rows0, chunks0 = batcher.stats.rows, batcher.stats.chunks
+            stream = batcher.open_stream()
+            many: list[float] = []
+            for append in _appends(chunks, [3, 4, 3, 1, 8]):
+                probs = await batcher.probabilities(stream, append)
+                assert len(probs) == len(append)
+                many += probs
+            rows, sent = batcher.stats.rows - rows0, batcher.stats.chunks - chunks0
+            assert await batcher.probabilities(stream, []) == []
+    np.testing.assert_allclose(many, one, rtol=0, atol=1e-5)
+    assert sent == len(chunks)
+    assert rows < len(chunks) / 2, (rows, len(chunks))
+
+
+async def test_rows_of_different_k_in_flight_together(
+    triton_server: TritonServer, tmp_path: Path
+) -> None:
+    url = triton_server.grpc_url
+    sessions = _sessions(tmp_path)
+
+    def reference() -> list[Audio]:
+        with grpcclient.InferenceServerClient(url) as client:
+            return [speech_probabilities(client, audio) for audio in sessions]
+
+    alone = await trio.to_thread.run_sync(reference)
+    batched: list[Audio | None] = [None] * SESSIONS
+    # Rows of every K at once: several requests per collection, and leftovers of other K.
+    config = VadBatcherConfig(window_s=0.005, max_rows=6, max_requests_in_flight=2)
+    with trio.fail_after(120):
+        async with open_vad_batcher(config, url) as batcher:
+
+            async def session(i: int) -> None:
+                stream = batcher.open_stream()
+                probs: list[float] = []
+                for append in _appends(_chunks(sessions[i]), [1 + i % 5, 3, 4]):
+                    probs += await batcher.probabilities(stream, append)
+                batched[i] = np.asarray(probs, np.float32)
+
+            async with trio.open_nursery() as nursery:
+                for i in range(SESSIONS):
+                    nursery.start_soon(session, i)
+            stats = batcher.stats
+    assert stats.failed_requests == 0
+    assert stats.chunks == sum(len(p) for p in alone) and stats.rows < stats.chunks
+    for i, probs in enumerate(batched):
+        assert probs is not None
+        np.testing.assert_allclose(probs, alone[i], rtol=0, atol=1e-5, err_msg=f"session {i}")
+
+
+async def test_a_cancelled_row_in_flight_still_updates_the_state(
+    triton_server: TritonServer, tmp_path: Path
+) -> None:
+    chunks = _chunks(_sessions(tmp_path)[0])[20:24]
+    with trio.fail_after(30):
+        async with open_vad_batcher(VadBatcherConfig(window_s=0), triton_server.grpc_url) as b:
+            reference = b.open_stream()
+            await b.probabilities(reference, chunks[:3])
+            want = await b.probability(reference, chunks[3])
+            # Sensitive: from a fresh state the answer differs.
+            assert abs(await b.probability(b.open_stream(), chunks[3]) - want) > 0.01
+
+            stream = b.open_stream()
+            sent = b.stats.requests
+            answered: list[list[float]] = []
+
+            async def row() -> None:
+                answered.append(await b.probabilities(stream, chunks[:3]))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(row)
+                # Cancelled once its row is in a request, before the answer (a round trip
+                # takes milliseconds; this wakes at the first scheduling after the send).
+                while b.stats.requests == sent:
+                    await trio.sleep(0)
+                nursery.cancel_scope.cancel()
+            assert not answered
+            # The next call waits for that row and continues from the state it left.
+            assert await b.probability(stream, chunks[3]) == pytest.approx(want, abs=1e-5)
+
+
+async def test_a_cancelled_row_never_sent_is_dropped(
+    triton_server: TritonServer, tmp_path: Path
+) -> None:
+    chunks = _chunks(_sessions(tmp_path)[0])[20:24]
+    with trio.fail_after(30):
+        async with open_vad_batcher(VadBatcherConfig(window_s=0.5), triton_server.grpc_url) as b:
+            stream = b.open_stream()
+            with trio.move_on_after(0.01) as scope:
+                await b.probabilities(stream, chunks[:3])
+            assert scope.cancelled_caught
+            again = await b.probabilities(stream, chunks[3:])
+            fresh = await b.probabilities(b.open_stream(), chunks[3:])
+            assert again == fresh
+            # Sensitive: had the row been sent, the answer would differ.
+            after_row = b.open_stream()
+            await b.probabilities(after_row, chunks[:3])
+            assert abs((await b.probabilities(after_row, chunks[3:]))[0] - fresh[0]) > 0.01
+
+
+async def test_wrong_chunk_size_in_a_row_is_refused(triton_server: TritonServer) -> None:
+    good, bad = np.zeros(CHUNK, np.float32), np.zeros(480, np.float32)
+    async with open_vad_batcher(VadBatcherConfig(), triton_server.grpc_url) as batcher:
+        stream = batcher.open_stream()
+        with pytest.raises(ValueError, match="512"):
+            await batcher.probabilities(stream, [good, bad, good])
+        # Nothing was sent: the stream is still fresh and free.
+        assert batcher.stats.rows == 0
+        assert len(await batcher.probabilities(stream, [good, good])) == 2

@@ -1,0 +1,544 @@
+"""Load benchmark: N realtime sessions over real WebSockets on the `null` pipeline.
+
+One run, side by side: a real tritonserver (`null`, `vad`, `cancel`), the realtime server in
+its own process (`bench/load_server.py`, measured from inside: samples of its latency
+metrics, CPU and RSS), and N client sessions (`bench/load_clients.py`) that stream flite
+speech in real time, barge in on every answer and ACK playback. The `null` model streams fixed
+80 ms chunks at real-time pace after 234 ms (Qwen3-Omni's reported first-packet latency), so
+everything measured beyond that is the orchestrator's own cost.
+
+Per N (a sweep that stops after the first N that is not real time):
+- barge-in: speech onset sent -> `output_audio_buffer.cleared` at the client, and the server's
+  part (its VAD decision -> cleared sent);
+- time to first audio: from the end of speech, and from `committed` (the orchestrator's path),
+  against the same `null` request sent straight to Triton with tritonclient in the same run;
+- event-loop lag, input backlog, CPU and RSS per session; real time means p99 lag <= 20 ms,
+  input backlog p99 <= two appends per session, and no missed clear, answer or session;
+- all of it twice: VAD batched in Triton, and one silero per session in the server process.
+Then memory over 10,000 interruptions in one session (a second Triton whose `null` runs 1000x
+faster, so the loop takes a minute, not hours).
+
+Run: `python -m bench.load` (writes "## Load" in docs/benchmarks.md and the PNG plots).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import soxr
+
+from bench import report
+from bench.load_clients import Figures, Script, flite_speech, interruptions, loop_lag, run_sessions
+from bench.vad_batching import _group_cpu_s
+from orchestrator.triton import TritonConfig, TritonServer
+from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
+from turntaker_models.contract import AudioPart, Conversation, GenerationParameters, Message
+
+HEADING = "## Load"
+Audio16 = npt.NDArray[np.float32]
+ROOT = Path(__file__).resolve().parent.parent
+REPO = ROOT / "model_repository"
+DOCS = ROOT / "docs"
+QUESTION = "What is the capital of France?"
+MAX_TOKENS = 50  # 50 chunks of 80 ms: a 4 s answer, always still streaming at the barge-in
+LAG_LIMIT_S = 0.020
+BACKLOG_LIMIT = 6.25  # VAD chunks per session: two 100 ms appends
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def ms(value: float) -> str:
+    return "-" if value != value else f"{value * 1000:.1f}"
+
+
+@contextmanager
+def triton(speed: float) -> Iterator[TritonServer]:
+    server = TritonServer(
+        TritonConfig(
+            model_repository=REPO,
+            http_port=report.free_port(),
+            grpc_port=report.free_port(),
+            metrics_port=report.free_port(),
+            models=("null", "vad", "cancel"),
+            null_speed=speed,
+        )
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class ServerProcess:
+    """`bench.load_server` in its own process; commands over its stdin, JSON lines back."""
+
+    def __init__(self, grpc_url: str, vad: str) -> None:
+        self.port = report.free_port()
+        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
+        command = [sys.executable, "-m", "bench.load_server", "--port", str(self.port)]
+        command += ["--triton-url", grpc_url, "--vad", vad]
+        if os.environ.get("TURNTAKER_LOAD_CPROFILE"):
+            command += ["--cprofile", os.environ["TURNTAKER_LOAD_CPROFILE"]]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        ready = self._line()
+        self.pid = int(ready["pid"])
+
+    def _line(self) -> dict[str, Any]:
+        out: IO[str] | None = self.process.stdout
+        assert out is not None
+        line = out.readline()
+        if not line:
+            raise RuntimeError(f"the load server exited ({self.process.wait()})")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def ask(self, command: str) -> dict[str, Any]:
+        stdin: IO[str] | None = self.process.stdin
+        assert stdin is not None
+        stdin.write(command + "\n")
+        stdin.flush()
+        return self._line()
+
+    def close(self) -> None:
+        try:
+            self.ask("quit")
+        except (OSError, RuntimeError, ValueError):
+            pass
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _direct_request(n: int, audio16: Audio16) -> PipelineRequest:
+    conversation = Conversation(messages=[Message(role="user", content=[AudioPart(0, None)])])
+    return PipelineRequest(
+        request_id=f"direct-{os.getpid()}-{n}-{time.monotonic_ns()}",
+        conversation=conversation,
+        audio=[audio16],
+        parameters=GenerationParameters(max_tokens=MAX_TOKENS),
+    )
+
+
+def direct_probe(url: str, audio16: Audio16, stop: threading.Event, out: list[float]) -> None:
+    """The same request straight to Triton with tritonclient, once a second, in the same run:
+    stream opened, request sent, first audio chunk received; then cancelled as a barge-in."""
+    n = 0
+    while not stop.wait(1.0):
+        n += 1
+        began = time.monotonic()
+        with PipelineStream(url, "null") as stream:
+            stream.start(_direct_request(n, audio16))
+            for chunk in stream.chunks(timeout_s=30):
+                if chunk.audio.size:
+                    out.append(chunk.received_at - began)
+                    break
+            stream.cancel()
+
+
+@dataclass
+class Row:
+    vad: str
+    sessions: int
+    figures: Figures
+    server: dict[str, Any]
+    baseline_rss: int
+    direct: list[float]
+    client_lag: list[float]
+    triton_cpu_s: float
+
+    @property
+    def samples(self) -> dict[str, list[float]]:
+        result: dict[str, list[float]] = self.server["samples"]
+        return result
+
+    @property
+    def lag_p99(self) -> float:
+        return pct(self.samples.get("event_loop_lag", []), 99)
+
+    @property
+    def backlog_p99_per_session(self) -> float:
+        return pct(self.samples.get("input_backlog", []), 99) / self.sessions
+
+    @property
+    def realtime(self) -> bool:
+        f = self.figures
+        return (
+            self.lag_p99 <= LAG_LIMIT_S
+            # A 100 ms append is 3.125 VAD chunks, and a session's chunks go one per batch, so
+            # up to one append waits in normal running; two appends waiting is falling behind.
+            and self.backlog_p99_per_session <= BACKLOG_LIMIT
+            and f.missed_clears == 0
+            and f.missed_answers == 0
+            and f.failed_sessions == 0
+        )
+
+    @property
+    def overhead(self) -> float:
+        """Median TTFA from commit over median direct TTFA (1.0: no overhead)."""
+        if not self.figures.ttfa_commit or not self.direct:
+            return float("nan")
+        return statistics.median(self.figures.ttfa_commit) / statistics.median(self.direct)
+
+    @property
+    def cpu_per_session(self) -> float:
+        """Orchestrator CPU seconds per second of wall time, per session."""
+        return float(self.server["cpu_s"]) / float(self.server["wall_s"]) / self.sessions
+
+    @property
+    def rss_per_session_mb(self) -> float:
+        return (int(self.server["rss"]) - self.baseline_rss) / self.sessions / 2**20
+
+
+async def _drive(
+    server: ServerProcess, script: Script, sessions: int, warmup_s: float, measure_s: float,
+    grpc_url: str, audio16: Audio16, triton_pgid: int, profile: Path | None,
+) -> tuple[Figures, dict[str, Any], list[float], list[float], float]:  # fmt: skip
+    figures = Figures()
+    client_lag: list[float] = []
+    direct: list[float] = []
+    stop_lag = asyncio.Event()
+    stop_probe = threading.Event()
+    triton_cpu = [0.0, 0.0]
+
+    async def measuring() -> None:
+        if profile is not None:
+            # Collapsed stacks of the server over the measured window (py-spy, not blocking it).
+            subprocess.Popen(
+                [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking",
+                 "--format", "raw", "--rate", "200",
+                 "--duration", str(int(measure_s)), "--pid", str(server.pid), "-o", str(profile)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        await asyncio.to_thread(server.ask, "reset")
+        triton_cpu[0] = _group_cpu_s(triton_pgid)
+        client_lag.clear()
+
+    lag_task = asyncio.create_task(loop_lag(client_lag, stop_lag))
+    probe = threading.Thread(
+        target=direct_probe, args=(grpc_url, audio16, stop_probe, direct), daemon=True
+    )
+    probe.start()
+    try:
+        await run_sessions(
+            server.url, script, sessions, warmup_s, measure_s, figures, on_measure=measuring
+        )
+        stats = await asyncio.to_thread(server.ask, "stats")
+        triton_cpu[1] = _group_cpu_s(triton_pgid)
+    finally:
+        stop_lag.set()
+        stop_probe.set()
+        await lag_task
+        probe.join(30)
+    return figures, stats, direct, client_lag, triton_cpu[1] - triton_cpu[0]
+
+
+def sweep_point(
+    grpc_url: str, triton_pgid: int, vad: str, sessions: int, script: Script,
+    audio16: Audio16, warmup_s: float, measure_s: float, profile: Path | None = None,
+) -> Row:  # fmt: skip
+    server = ServerProcess(grpc_url, vad)
+    try:
+        time.sleep(0.5)
+        baseline = int(server.ask("stats")["rss"])
+        figures, stats, direct, client_lag, triton_cpu = asyncio.run(
+            _drive(
+                server,
+                script,
+                sessions,
+                warmup_s,
+                measure_s,
+                grpc_url,
+                audio16,
+                triton_pgid,
+                profile,
+            )
+        )
+    finally:
+        server.close()
+    return Row(vad, sessions, figures, stats, baseline, direct, client_lag, triton_cpu)
+
+
+def _print_row(row: Row) -> None:
+    s, f = row.samples, row.figures
+    print(
+        f"[{row.vad} N={row.sessions}] turns {f.turns} barge-in client p50 "
+        f"{ms(pct(f.barge_in, 50))} p99 {ms(pct(f.barge_in, 99))} server p99 "
+        f"{ms(pct(s.get('barge_in_latency', []), 99))} ms; ttfa(commit) "
+        f"{ms(pct(f.ttfa_commit, 50))} direct {ms(pct(row.direct, 50))} ms; lag p99 "
+        f"{ms(row.lag_p99)} ms; backlog/session p99 {row.backlog_p99_per_session:.2f}; "
+        f"cpu/session {row.cpu_per_session * 100:.2f}%; triton cpu "
+        f"{row.triton_cpu_s / float(row.server['wall_s']) * 100:.0f}%; rss/session "
+        f"{row.rss_per_session_mb:.2f} MB; missed clears {f.missed_clears} answers "
+        f"{f.missed_answers} failed {f.failed_sessions}; realtime {row.realtime}; errors "
+        f"{f.errors[:3]}",
+        flush=True,
+    )
+
+
+@dataclass
+class Memory:
+    points: list[tuple[int, int, int]]  # (interruptions, rss bytes, open fds)
+    statuses: dict[str, int]
+    seconds: float
+
+    @property
+    def drift(self) -> float:
+        """RSS growth from the first checkpoint (warm) to the last, as a fraction."""
+        first, last = self.points[1][1], self.points[-1][1]
+        return (last - first) / first
+
+
+def memory_run(script: Script, count: int) -> Memory:
+    with triton(1000.0) as fast:
+        server = ServerProcess(fast.grpc_url, "triton")
+        try:
+            stats = server.ask("stats")
+            points = [(0, int(stats["rss"]), int(stats["fds"]))]
+
+            async def progress(n: int) -> None:
+                stats = await asyncio.to_thread(server.ask, "stats")
+                points.append((n, int(stats["rss"]), int(stats["fds"])))
+                print(f"[memory] {n} interruptions: rss {stats['rss'] / 2**20:.1f} MiB, "
+                      f"fds {stats['fds']}", flush=True)  # fmt: skip
+
+            began = time.monotonic()
+            every = max(1, count // 10)
+            statuses = asyncio.run(interruptions(server.url, script, count, progress, every))
+            return Memory(points, statuses, time.monotonic() - began)
+        finally:
+            server.close()
+
+
+def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -> str:
+    lines = [
+        HEADING,
+        "",
+        f"Command: `{command}` ({machine}).",
+        "",
+        "Pipeline `null` in a real tritonserver: 80 ms chunks of audio at real-time pace, the "
+        "first after 234 ms, no compute. Each session streams flite speech in real time "
+        "(100 ms appends), server VAD (silence 500 ms), and barges in 1 s into every 4 s "
+        "answer, ACKing playback every 0.5 s. The realtime server runs in its own process; "
+        "client, server and Triton share the machine's 2 cores. Times in ms: median / p99.",
+        "",
+        "- barge-in (client): onset append sent -> `output_audio_buffer.cleared` received, "
+        "including the VAD's own detection time; (server): VAD decision -> cleared sent.",
+        "- TTFA (end): last speech append sent -> first audio delta (includes the 500 ms "
+        "silence window); (commit): `committed` -> first audio delta at the client, the "
+        "orchestrator's path; direct: the same `null` request with tritonclient, stream opened "
+        "-> first chunk, in the same run; ratio = commit / direct medians.",
+        "- lag: the server's event-loop lag (10 ms probe); backlog: input chunks waiting for "
+        "VAD per session (p99); CPU: orchestrator process CPU per session as % of one core; "
+        "RSS: growth over the idle server per session.",
+        "",
+        "| VAD | N | turns | barge-in client | barge-in server | TTFA end | TTFA commit | "
+        "direct | ratio | lag | backlog p99 | CPU/session | Triton CPU | RSS/session MB | "
+        "real time |",
+        "|---|---:|---:|---|---|---|---|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        f, s = row.figures, row.samples
+
+        def pair(values: list[float]) -> str:
+            return f"{ms(pct(values, 50))} / {ms(pct(values, 99))}"
+
+        triton_pct = row.triton_cpu_s / float(row.server["wall_s"]) * 100
+        lines.append(
+            f"| {row.vad} | {row.sessions} | {f.turns} | {pair(f.barge_in)} | "
+            f"{pair(s.get('barge_in_latency', []))} | {pair(f.ttfa_end)} | "
+            f"{pair(f.ttfa_commit)} | {pair(row.direct)} | {row.overhead:.3f}x | "
+            f"{pair(s.get('event_loop_lag', []))} | {row.backlog_p99_per_session:.2f} | "
+            f"{row.cpu_per_session * 100:.2f}% | {triton_pct:.0f}% | "
+            f"{row.rss_per_session_mb:.2f} | {'yes' if row.realtime else 'no'} |"
+        )
+    by_vad: dict[str, list[Row]] = {}
+    for row in rows:
+        by_vad.setdefault(row.vad, []).append(row)
+    lines.append("")
+    for vad, group in by_vad.items():
+        real = [r.sessions for r in group if r.realtime]
+        broke = [r for r in group if not r.realtime]
+        limit = f"largest real-time N {max(real)}" if real else "no N was real time"
+        if broke:
+            r = broke[0]
+            why = []
+            if r.lag_p99 > LAG_LIMIT_S:
+                why.append(f"lag p99 {ms(r.lag_p99)} ms")
+            if r.backlog_p99_per_session > BACKLOG_LIMIT:
+                why.append(f"backlog p99 {r.backlog_p99_per_session:.1f} chunks/session")
+            f = r.figures
+            if f.missed_clears or f.missed_answers or f.failed_sessions:
+                why.append(
+                    f"missed clears {f.missed_clears}, answers {f.missed_answers}, "
+                    f"failed sessions {f.failed_sessions}"
+                )
+            limit += f"; at N={r.sessions}: " + ", ".join(why)
+        lines.append(f"- VAD {vad}: {limit}.")
+    lines += ["", *targets(rows, memory)]
+    if memory is not None:
+        lines += [
+            "",
+            f"Memory over {memory.points[-1][0]} interruptions in one session "
+            f"({memory.seconds:.0f} s; client-side barge-in: short turn, `response.create`, "
+            "partial ACK and `output_audio_buffer.clear` at the first audio delta; `null` "
+            f"1000x faster; response statuses {memory.statuses}):",
+            "",
+            "| interruptions | RSS MiB | open fds |",
+            "|---:|---:|---:|",
+        ]
+        lines += [f"| {n} | {rss / 2**20:.1f} | {fds} |" for n, rss, fds in memory.points]
+        lines += [
+            "",
+            f"RSS drift from {memory.points[1][0]} to {memory.points[-1][0]} interruptions: "
+            f"{memory.drift * 100:+.2f}%.",
+        ]
+    lines += ["", "![latency vs N](bench_load_latency.png)", ""]
+    lines.append("![cost vs N](bench_load_cost.png)")
+    return "\n".join(lines) + "\n"
+
+
+def targets(rows: list[Row], memory: Memory | None) -> list[str]:
+    """The issue's targets against this run's figures (VAD in Triton, the production path)."""
+    triton_rows = {r.sessions: r for r in rows if r.vad == "triton"}
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    out = ["Targets (VAD in Triton):", ""]
+    for n, limit in ((1, 0.005), (100, 0.025)):
+        row = triton_rows.get(n)
+        if row is None:
+            out.append(f"- server barge-in p99 <= {limit * 1000:.0f} ms at {n}: not run")
+            continue
+        p99 = pct(row.samples.get("barge_in_latency", []), 99)
+        out.append(
+            f"- server barge-in p99 <= {limit * 1000:.0f} ms at {n} session(s): "
+            f"{ms(p99)} ms, {verdict(p99 <= limit)}"
+            + ("" if row.realtime else " (this N is past the real-time limit)")
+        )
+    real = [r for r in triton_rows.values() if r.realtime]
+    if real:
+        worst = max(r.overhead for r in real)
+        out.append(
+            f"- TTFA overhead <= 5% over direct Triton: {(worst - 1) * 100:+.1f}% at worst "
+            f"over the real-time N, {verdict(worst <= 1.05)}"
+        )
+    largest = max((r.sessions for r in real), default=0)
+    out.append(f"- >= 200 real-time sessions per process: {largest}, {verdict(largest >= 200)}")
+    if memory is not None:
+        out.append(
+            f"- memory within 5% over {memory.points[-1][0]} interruptions: "
+            f"{memory.drift * 100:+.2f}%, {verdict(abs(memory.drift) <= 0.05)}"
+        )
+    return out
+
+
+def plot(rows: list[Row], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for vad in sorted({r.vad for r in rows}):
+        group = [r for r in rows if r.vad == vad]
+        n = [r.sessions for r in group]
+        axes[0].plot(n, [pct(r.figures.barge_in, 99) * 1000 for r in group], "o-",
+                     label=f"client p99 ({vad} VAD)")  # fmt: skip
+        axes[0].plot(n, [pct(r.samples.get("barge_in_latency", []), 99) * 1000 for r in group],
+                     "s--", label=f"server p99 ({vad} VAD)")  # fmt: skip
+        axes[1].plot(n, [r.overhead for r in group], "o-", label=f"{vad} VAD")
+        axes[2].plot(n, [r.lag_p99 * 1000 for r in group], "o-", label=f"{vad} VAD")
+    axes[0].set(title="Barge-in latency", xlabel="sessions", ylabel="ms", yscale="log")
+    axes[1].set(title="TTFA from commit / direct Triton", xlabel="sessions", ylabel="ratio")
+    axes[1].axhline(1.05, color="grey", linestyle=":", label="target 1.05")
+    axes[2].set(title="Event-loop lag p99", xlabel="sessions", ylabel="ms")
+    axes[2].axhline(20, color="grey", linestyle=":", label="limit 20 ms")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "bench_load_latency.png", dpi=90)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for vad in sorted({r.vad for r in rows}):
+        group = [r for r in rows if r.vad == vad]
+        n = [r.sessions for r in group]
+        axes[0].plot(n, [r.cpu_per_session * 100 for r in group], "o-", label=f"{vad} VAD")
+        axes[1].plot(n, [r.rss_per_session_mb for r in group], "o-", label=f"{vad} VAD")
+    axes[0].set(title="Orchestrator CPU per session", xlabel="sessions", ylabel="% of a core")
+    axes[1].set(title="Orchestrator RSS per session", xlabel="sessions", ylabel="MB")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "bench_load_cost.png", dpi=90)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sessions", default="1,10,50,100,200,300,400")
+    parser.add_argument("--vad", default="triton,inprocess")
+    parser.add_argument("--warmup", type=float, default=6.0)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--interruptions", type=int, default=10000)
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--profile", type=Path, help="folder for py-spy collapsed stacks of each sweep point"
+    )
+    args = parser.parse_args(argv)
+    command = "python -m bench.load " + " ".join(argv if argv is not None else sys.argv[1:])
+    speech = flite_speech(QUESTION)
+    script = Script.from_audio(speech)
+    audio16 = np.asarray(soxr.resample(speech, 24000, 16000), np.float32)
+    rows: list[Row] = []
+    with triton(1.0) as server:
+        assert server.pid is not None
+        pgid = os.getpgid(server.pid)
+        for vad in args.vad.split(","):
+            for sessions in [int(n) for n in args.sessions.split(",")]:
+                row = sweep_point(
+                    server.grpc_url, pgid, vad, sessions, script, audio16,
+                    args.warmup, args.seconds,
+                    args.profile / f"server-{vad}-{sessions}.txt" if args.profile else None,
+                )  # fmt: skip
+                _print_row(row)
+                rows.append(row)
+                if not row.realtime:
+                    break  # the limit broke: larger N only break it further
+    memory = memory_run(script, args.interruptions) if args.interruptions else None
+    machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, CPU only"
+    section = render(rows, memory, command.strip(), machine)
+    print(section)
+    if not args.no_write:
+        plot(rows, DOCS)
+        report.write_section(HEADING, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
