@@ -40,11 +40,11 @@ diagrams: $(STAMP)
 # The standard set: tables in docs/benchmarks.md, plots in docs/ (under 10 minutes).
 bench: $(STAMP)
 	$(BIN)/python -m bench.protocol_decode
-	$(BIN)/python -m bench.vad_batching
-	$(BIN)/python -m bench.pipeline_ttfa
-	$(BIN)/python -m bench.trio_bridge
-	$(BIN)/python -m bench.realtime_latency
-	$(BIN)/python -m bench.load
+	$(BIN)/python -m bench.vad_batching --repeats 2
+	$(BIN)/python -m bench.pipeline_ttfa --runs 6
+	$(BIN)/python -m bench.trio_bridge --rounds 3
+	$(BIN)/python -m bench.realtime_latency --runs 10
+	$(BIN)/python -m bench.load --warmup 4 --seconds 10
 
 # The protocol fuzzer's long run against a live server (CI runs 5,000 inputs in `make test`).
 fuzz: $(STAMP)
