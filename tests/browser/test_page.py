@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from orchestrator.service.config import load_config
 from orchestrator.service.serve import BackgroundServer
+from orchestrator.triton import TritonServer
 from tests.browser.conftest import sync_api, write_wav
+from tests.conftest import free_port
 from tests.service.realtime_client import flite_speech, silence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 Opener = Callable[[Path, str], "sync_api.Page"]
 
+PAGE_KEY = "sk-page-0123456789"
 LONG_ANSWERS = "Answer every message with a long story of at least six sentences."
 
 
@@ -166,3 +170,35 @@ def test_output_audio_buffer_cleared_silences_the_worklet(
 
 # Long enough after the question that the answer is being heard when the user speaks again.
 GAP_S = 5.0
+
+
+@pytest.fixture
+def keyed_server(triton_server: TritonServer, tmp_path: Path) -> Iterator[BackgroundServer]:
+    keys = tmp_path / "keys"
+    keys.write_text(f"page:{PAGE_KEY}\n")
+    config = load_config(
+        env={},
+        overrides={
+            "port": free_port(),
+            "triton_urls": (triton_server.grpc_url,),
+            "api_keys_file": keys,
+        },
+    )
+    with BackgroundServer(config) as server:
+        yield server
+
+
+def test_the_page_connects_with_an_api_key_and_shows_why_a_wrong_one_is_refused(
+    keyed_server: BackgroundServer, open_page: Opener, tmp_path: Path
+) -> None:
+    wav = write_wav(tmp_path / "mic.wav", silence(2))
+    page = open_page(wav, keyed_server.http_url + "/")
+    page.fill("#key", PAGE_KEY + "x")
+    page.click("#connect")
+    page.wait_for_function("window.turntaker.state.startsWith('disconnected (')", timeout=10_000)
+    assert page.evaluate("window.turntaker.state") == "disconnected (1008: invalid API key)"
+    page.fill("#key", PAGE_KEY)
+    _connect(page)
+    page.wait_for_function(
+        "window.turntaker.events.some(e => e.type === 'session.updated')", timeout=10_000
+    )

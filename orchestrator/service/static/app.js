@@ -283,15 +283,22 @@ async function connect() {
     $("connect").disabled = false;
     return;
   }
-  ws = new WebSocket($("url").value, ["realtime"]);
+  // Browsers cannot set an Authorization header: the key rides in a subprotocol, which the
+  // server never echoes (it answers "realtime").
+  const protocols = ["realtime"];
+  const key = $("key").value.trim();
+  if (key) protocols.push("openai-insecure-api-key." + key);
+  ws = new WebSocket($("url").value, protocols);
   ws.onopen = () => {
     setState("state", "connected");
     $("disconnect").disabled = false;
     sessionUpdate();
   };
   ws.onmessage = (e) => onServer(JSON.parse(e.data));
-  ws.onclose = () => {
-    setState("state", "disconnected");
+  ws.onclose = (e) => {
+    // A refusal (wrong key, foreign origin, session limit) says why in its close reason.
+    setState("state", e.code === 1000 || e.code === 1005 ? "disconnected"
+      : `disconnected (${e.code}${e.reason ? ": " + e.reason : ""})`);
     stopAudio();
     $("connect").disabled = false;
     $("disconnect").disabled = true;
