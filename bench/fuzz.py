@@ -68,8 +68,8 @@ def _server(pipeline: str, triton_url: str | None) -> Iterator[BackgroundServer]
 
 
 def _server_closes(http_url: str) -> dict[str, float]:
-    """The server's own count of closed sockets by code (absent in older servers)."""
-    codes = ("1000", "1001", "1005", "1006", "1007", "1008", "1009", "1011", "1013")
+    """The server's own count of closed sockets by code ("client": the client closed first)."""
+    codes = ("client", "1000", "1001", "1005", "1007", "1008", "1009", "1011", "1013")
     found: dict[str, float] = {}
     for code in codes:
         value = metric_value(http_url, "turntaker_session_closes_total", {"code": code})
