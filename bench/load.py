@@ -44,7 +44,7 @@ import soxr
 
 from bench import report
 from bench.load_clients import Figures, Script, flite_speech, interruptions, loop_lag, run_sessions
-from bench.vad_batching import _group_cpu_s
+from bench.vad_batching import group_cpu_s
 from orchestrator.triton import TritonConfig, TritonServer
 from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
 from turntaker_models.contract import AudioPart, Conversation, GenerationParameters, Message
@@ -234,7 +234,7 @@ async def _drive(
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         await asyncio.to_thread(server.ask, "reset")
-        triton_cpu[0] = _group_cpu_s(triton_pgid)
+        triton_cpu[0] = group_cpu_s(triton_pgid)
         client_lag.clear()
 
     lag_task = asyncio.create_task(loop_lag(client_lag, stop_lag))
@@ -247,7 +247,7 @@ async def _drive(
             server.url, script, sessions, warmup_s, measure_s, figures, on_measure=measuring
         )
         stats = await asyncio.to_thread(server.ask, "stats")
-        triton_cpu[1] = _group_cpu_s(triton_pgid)
+        triton_cpu[1] = group_cpu_s(triton_pgid)
     finally:
         stop_lag.set()
         stop_probe.set()

@@ -19,7 +19,6 @@ import base64
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,11 +27,10 @@ from typing import cast
 
 import numpy as np
 import numpy.typing as npt
-import soxr
-from scipy.io import wavfile
 from websockets.sync.client import ClientConnection, connect
 
 from bench import report
+from bench.load_clients import flite_speech
 from orchestrator.service.config import Pipeline, ServiceConfig
 from orchestrator.service.serve import BackgroundServer, needed_models
 from orchestrator.triton import TritonConfig, TritonServer
@@ -43,18 +41,6 @@ RATE = 24000
 CHUNK = 480  # 20 ms
 SILENCE_MS = 500
 Audio = npt.NDArray[np.float32]
-
-
-def _speech(text: str, voice: str) -> Audio:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "s.wav"
-        subprocess.run(["flite", "-voice", voice, "-t", text, "-o", str(path)], check=True)
-        rate, data = wavfile.read(path)
-    audio = np.asarray(soxr.resample(data.astype(np.float32) / 32768.0, rate, RATE), np.float32)
-    # flite starts with near-silence: the onset is the first 10 ms frame with real energy.
-    frames = audio[: len(audio) // 240 * 240].reshape(-1, 240)
-    loud = np.flatnonzero(np.sqrt((frames**2).mean(axis=1)) > 0.02)
-    return audio[int(loud[0]) * 240 :] if loud.size else audio
 
 
 class Client:
@@ -117,8 +103,8 @@ class Client:
 
 
 def run(runs: int, pipeline: str) -> str:
-    question = _speech("What is the capital of France?", "slt")
-    interruption = _speech("Stop, wait a moment.", "kal")
+    question = flite_speech("What is the capital of France?", "slt")
+    interruption = flite_speech("Stop, wait a moment.", "kal")
     lead = np.zeros(int(0.3 * RATE), np.float32)
     log = Path(tempfile.mkdtemp()) / "tritonserver.log"
     service = ServiceConfig(port=report.free_port(), pipeline=cast(Pipeline, pipeline))

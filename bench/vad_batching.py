@@ -93,7 +93,7 @@ def in_process(sessions: int, chunks: int) -> Figures:
     return Figures(sessions * chunks, time.perf_counter() - t0, time.process_time() - cpu0)
 
 
-def _group_cpu_s(pgid: int) -> float:
+def group_cpu_s(pgid: int) -> float:
     """User+system CPU seconds of every live process in the server's process group."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
@@ -168,13 +168,13 @@ def through_triton(
     assert server.pid is not None
     sync = grpcclient.InferenceServerClient(server.grpc_url)
     inferences0, executions0 = _vad_counts(sync)
-    server0, cpu0, t0 = _group_cpu_s(server.pid), time.process_time(), time.perf_counter()
+    server0, cpu0, t0 = group_cpu_s(server.pid), time.process_time(), time.perf_counter()
     if tick_batches:
         _ticks(sync, sessions, chunks)
     else:
         asyncio.run(_triton_run(server.grpc_url, sessions, chunks))
     wall = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0 + _group_cpu_s(server.pid) - server0
+    cpu = time.process_time() - cpu0 + group_cpu_s(server.pid) - server0
     inferences1, executions1 = _vad_counts(sync)
     batch = (inferences1 - inferences0) / max(1, executions1 - executions0)
     return Figures(sessions * chunks, wall, cpu, batch)
