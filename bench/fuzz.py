@@ -1,14 +1,19 @@
-"""The long protocol fuzz of the live server: `python -m bench.fuzz --inputs 50000`.
+"""The long protocol fuzz: `python -m bench.fuzz --inputs 50000` (`make fuzz`).
 
-Starts its own tritonserver (the models the pipeline needs) and realtime server, then sends
-`--inputs` generated client messages over real WebSockets, in sessions of `--length`, with the
-generators and invariants of tests/service/test_fuzz_e2e.py (tests/service/fuzz_inputs.py):
-every answer checked against the message that caused it, every server event against the
-contract's schema and the openai SDK's, no 1011 or dropped socket, no hang, no server error
-logged; afterwards `/healthz` ok and no session left active.
+Two runs of `--inputs` generated client messages each, in sessions of `--length`, with the
+generators and invariants of the `fuzzing` package (those of CI's
+tests/orchestrator/test_core_fuzz.py and tests/service/test_fuzz_e2e.py):
+- in memory (`fuzzing.in_memory`): each message decoded at the edge and fed to a
+  `SessionCore` whose backend, VAD, transcriber and timers are seeded stand-ins;
+- over real WebSockets to a live server (`fuzzing.live`): it starts its own tritonserver (the
+  models the pipeline needs) and realtime server, or uses `--triton-url`. Every answer is
+  checked against the message that caused it, every server event against the contract's
+  schema and the openai SDK's; no 1011 or dropped socket, no hang, no server error logged;
+  afterwards `/healthz` ok and no session left active.
+`--runner memory` or `--runner live` runs one of them only.
 
-Unlike the test it keeps going after a failure and reports them all, each with the message that
-broke it and its session. The seed is random unless `--seed` is given, and printed first:
+Unlike the tests it keeps going after a failure and reports them all, each with the message
+that broke it and its session. The seed is random unless `--seed` is given, and printed first:
 `--seed S` regenerates the same inputs. Exit status 1 on any broken invariant.
 """
 
@@ -26,21 +31,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
-
 from bench import report
+from fuzzing.campaign import campaign
+from fuzzing.in_memory import MemoryRunner
+from fuzzing.live import LiveRunner
+from fuzzing.results import FuzzStats
+from fuzzing.scripts import live_scripts, memory_scripts
+from fuzzing.server_health import capture_server_errors, healthz, metric_value, wait_for_metric
 from orchestrator.service.config import Pipeline, ServiceConfig
 from orchestrator.service.serve import BackgroundServer, needed_models
 from orchestrator.triton import TritonConfig, TritonServer
-from tests.service.fuzz_inputs import (
-    FuzzRunner,
-    Script,
-    capture_server_errors,
-    healthz,
-    metric_value,
-    scripts,
-    wait_for_metric,
-)
 
 REPO = Path(__file__).resolve().parent.parent / "model_repository"
 
@@ -78,42 +78,76 @@ def _server_closes(http_url: str) -> dict[str, float]:
     return found
 
 
-def fuzz(server: BackgroundServer, inputs: int, chosen_seed: int, length: int) -> int:
+class _Progress:
+    """Prints a line every twentieth of the run, to stderr."""
+
+    def __init__(self, stats: FuzzStats, sessions: int) -> None:
+        self.stats = stats
+        self.every = max(1, sessions // 20)
+        self.began = time.monotonic()
+
+    def __call__(self) -> None:
+        done = self.stats.sessions
+        if done % self.every == 0:
+            elapsed = time.monotonic() - self.began
+            print(
+                f"  {self.stats.inputs:7d} inputs, {done} sessions, {elapsed:6.1f} s, "
+                f"{len(self.stats.failures)} failures",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def _report(stats: FuzzStats, elapsed: float, problems: list[str], inputs: int) -> bool:
+    """Prints the run's summary and failures; True when something broke."""
+    print(f"\nbench.fuzz ({stats.runner}): {elapsed:.1f} s, {stats.inputs / elapsed:.0f} inputs/s")
+    print(stats.summary())
+    for failure in stats.failures[:20]:
+        print("\n" + failure.report())
+    if len(stats.failures) > 20:
+        print(f"\n... and {len(stats.failures) - 20} more failures")
+    if stats.inputs < inputs:
+        problems.append(f"only {stats.inputs} of {inputs} inputs were sent")
+    for problem in problems:
+        print(f"PROBLEM: {problem}")
+    return bool(stats.failures or problems)
+
+
+def fuzz_in_memory(inputs: int, chosen_seed: int, length: int) -> bool:
+    runner = MemoryRunner()
+    # A non-UTF-8 text frame (about one session in 20 ends with one) never reaches a core.
+    sessions = math.ceil(inputs / (length - 1))
+    began = time.monotonic()
+    progress = _Progress(runner.stats, sessions)
+    campaign(
+        runner,
+        memory_scripts(length),
+        sessions,
+        seed=chosen_seed,
+        strict=False,
+        check=progress,
+    )
+    return _report(runner.stats, time.monotonic() - began, [], inputs)
+
+
+def fuzz_live(server: BackgroundServer, inputs: int, chosen_seed: int, length: int) -> bool:
     http = server.http_url
-    runner = FuzzRunner(server.url)
+    runner = LiveRunner(server.url)
     active_before = metric_value(http, "turntaker_sessions_active")
     closes_before = _server_closes(http)
     sessions = math.ceil(inputs / length)
     began = time.monotonic()
-    step = max(1, sessions // 20)
 
     with capture_server_errors() as logs:
-
-        @settings(
-            max_examples=sessions,
-            database=None,
-            deadline=None,
-            # No shrinking: a long run reports every failure as found, and goes on.
-            phases=(Phase.generate,),
-            suppress_health_check=list(HealthCheck),
+        campaign(
+            runner,
+            live_scripts(length),
+            sessions,
+            seed=chosen_seed,
+            strict=False,
+            check=_Progress(runner.stats, sessions),
         )
-        @given(scripts(length))
-        def one_session(script: Script) -> None:
-            runner.run(script)
-            done = runner.stats.sessions
-            if done % step == 0:
-                elapsed = time.monotonic() - began
-                print(
-                    f"  {runner.stats.inputs:7d} inputs, {done} sessions, {elapsed:6.1f} s, "
-                    f"{len(runner.stats.failures)} failures",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-        seed(chosen_seed)(one_session)
-        one_session()
         elapsed = time.monotonic() - began
-        stats = runner.stats
         problems = [f"server logged: {line}" for line in logs.records]
 
     health = healthz(http)
@@ -125,38 +159,31 @@ def fuzz(server: BackgroundServer, inputs: int, chosen_seed: int, length: int) -
     closes = _server_closes(http)
     if closes.get("1011", 0.0) != closes_before.get("1011", 0.0):
         problems.append(f"the server closed sessions with 1011: {closes}")
-
-    print(
-        f"\nbench.fuzz: seed {chosen_seed}; {elapsed:.1f} s, {stats.inputs / elapsed:.0f} inputs/s"
-    )
-    print(stats.summary())
     counted = {code: int(n - closes_before.get(code, 0.0)) for code, n in closes.items()}
+    broken = _report(runner.stats, elapsed, problems, inputs)
     print(f"the server's count of closes by code: {counted}")
-    for failure in stats.failures[:20]:
-        print("\n" + failure.report())
-    if len(stats.failures) > 20:
-        print(f"\n... and {len(stats.failures) - 20} more failures")
-    for problem in problems:
-        print(f"PROBLEM: {problem}")
-    if stats.inputs < inputs:
-        problems.append(f"only {stats.inputs} of {inputs} inputs were sent")
-    broken = bool(stats.failures or problems)
-    print(f"\nbench.fuzz: {'FAILED' if broken else 'ok'} (seed {chosen_seed})")
-    return 1 if broken else 0
+    return broken
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--inputs", type=int, default=50_000, help="messages to send")
+    parser.add_argument("--inputs", type=int, default=50_000, help="messages to send, per runner")
     parser.add_argument("--seed", type=int, help="random seed (default: a random one)")
     parser.add_argument("--length", type=int, default=16, help="messages per session")
+    parser.add_argument("--runner", default="both", choices=["both", "memory", "live"])
     parser.add_argument("--pipeline", default="cascade", choices=["cascade", "qwen3_omni"])
     parser.add_argument("--triton-url", help="gRPC HOST:PORT of a running Triton to use")
     args = parser.parse_args(argv)
     chosen_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    print(f"bench.fuzz: {args.inputs} inputs, seed {chosen_seed}", flush=True)
-    with _server(args.pipeline, args.triton_url) as server:
-        return fuzz(server, args.inputs, chosen_seed, args.length)
+    print(f"bench.fuzz: {args.inputs} inputs per runner ({args.runner}), seed {chosen_seed}")
+    broken = False
+    if args.runner in ("both", "memory"):
+        broken |= fuzz_in_memory(args.inputs, chosen_seed, args.length)
+    if args.runner in ("both", "live"):
+        with _server(args.pipeline, args.triton_url) as server:
+            broken |= fuzz_live(server, args.inputs, chosen_seed, args.length)
+    print(f"\nbench.fuzz: {'FAILED' if broken else 'ok'} (seed {chosen_seed})")
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ import numpy.typing as npt
 import soxr
 
 from bench import report
-from bench.load_clients import Figures, Script, flite_speech, interruptions, loop_lag, run_sessions
+from bench.load_clients import Figures, Script, interruptions, loop_lag, run_sessions
+from bench.speech import flite_from_onset as flite_speech
 from bench.vad_batching import group_cpu_s
 from orchestrator.triton import TritonConfig, TritonServer
 from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream

@@ -1,10 +1,11 @@
 """The load generator's clients: realtime sessions over real WebSockets, driven by a script.
 
 Each session is a live microphone: it streams audio in real time (`APPEND_MS` appends paced
-by the wall clock), speaks a question (flite speech with its leading silence cut, so the first
-append holds the speech onset), listens to the answer while streaming silence and sending
-playback ACKs, and `barge_after_s` into the answer speaks again: a barge-in. Every turn after
-the first measures both time to first audio and a barge-in.
+by the wall clock), speaks a question (flite speech with its leading silence cut,
+`bench.speech.flite_from_onset`, so the first append holds the speech onset), listens to the
+answer while streaming silence and sending playback ACKs, and `barge_after_s` into the
+answer speaks again: a barge-in. Every turn after the first measures both time to first audio
+and a barge-in.
 
 Times are `loop.time()` on the client; what is measured:
 - barge-in: the append holding the onset of the interrupting speech sent -> cleared received;
@@ -20,38 +21,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import msgspec
 import numpy as np
-import numpy.typing as npt
-import soxr
-from scipy.io import wavfile
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
-RATE = 24000
+from bench.speech import RATE, Audio, pcm16
+
 APPEND_MS = 100
-Audio = npt.NDArray[np.float32]
-
-
-def flite_speech(text: str, voice: str = "slt") -> Audio:
-    """flite speech at 24 kHz with its leading near-silence cut off (the onset is sample 0)."""
-    flite = shutil.which("flite")
-    assert flite, "flite is not installed: `make bench` installs it with apt"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "s.wav"
-        subprocess.run([flite, "-voice", voice, "-t", text, "-o", str(path)], check=True)
-        rate, data = wavfile.read(path)
-    audio = np.asarray(soxr.resample(data.astype(np.float32) / 32768.0, rate, RATE), np.float32)
-    frames = audio[: len(audio) // 240 * 240].reshape(-1, 240)
-    loud = np.flatnonzero(np.sqrt((frames**2).mean(axis=1)) > 0.02)
-    return audio[int(loud[0]) * 240 :] if loud.size else audio
 
 
 def _append(pcm: bytes) -> str:
@@ -71,8 +51,7 @@ class Script:
     @classmethod
     def from_audio(cls, audio: Audio) -> Script:
         step = RATE * APPEND_MS // 1000
-        padded = np.concatenate([audio, np.zeros(-len(audio) % step, np.float32)])
-        pcm = (np.clip(padded, -1, 1) * 32767).astype("<i2").tobytes()
+        pcm = pcm16(np.concatenate([audio, np.zeros(-len(audio) % step, np.float32)]))
         speech = tuple(_append(pcm[i : i + 2 * step]) for i in range(0, len(pcm), 2 * step))
         return cls(speech, _append(bytes(2 * step)), pcm)
 

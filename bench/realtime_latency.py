@@ -30,7 +30,7 @@ import numpy.typing as npt
 from websockets.sync.client import ClientConnection, connect
 
 from bench import report
-from bench.load_clients import flite_speech
+from bench.speech import flite_from_onset as flite_speech
 from orchestrator.service.config import Pipeline, ServiceConfig
 from orchestrator.service.serve import BackgroundServer, needed_models
 from orchestrator.triton import TritonConfig, TritonServer

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from bench import report
 from bench.load import DOCS, QUESTION, ServerProcess, triton
-from bench.load_clients import Script, flite_speech, interruptions, open_close
+from bench.load_clients import Script, interruptions, open_close
+from bench.speech import flite_from_onset as flite_speech
 
 HEADING = "## Soak"
 DOC = DOCS / "reliability.md"

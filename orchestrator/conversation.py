@@ -1,4 +1,4 @@
-"""Conversation history, reply slots and pruning (contract rule 6, `conversation.context`).
+"""Conversation history, reply slots and pruning (docs/protocol.md rule 6, `conversation.context`).
 
 Guarantees:
 - Items are addressed by id only: two items with equal content stay distinct, and add, delete,
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from orchestrator.protocol.session_config import PCM16, AudioFormat
 
 Role = Literal["user", "assistant", "system"]
 
@@ -50,10 +52,12 @@ class InputText:
 
 @dataclass(frozen=True, slots=True)
 class InputAudio:
-    """User audio, pcm16 24 kHz mono."""
+    """User audio in the format it arrived in (`format`): a session may switch formats between
+    turns, and each turn must still be decoded as what it was recorded in."""
 
     audio: bytes = field(repr=False)  # can be megabytes; keep logs and test failures readable
     transcript: str | None = None
+    format: AudioFormat = PCM16
 
     @property
     def size_bytes(self) -> int:
@@ -265,7 +269,7 @@ class Conversation:
             return None
         old = self._items[item_id]
         content = tuple(
-            InputAudio(part.audio, transcript)
+            InputAudio(part.audio, transcript, part.format)
             if isinstance(part, InputAudio) and part.transcript is None
             else part
             for part in old.content

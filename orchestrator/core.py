@@ -1,52 +1,134 @@
-"""SessionCore: the sans-IO realtime session (h11 style: bytes-free events in, events out).
+"""SessionCore: the sans-IO realtime session (h11 style: typed inputs in, events and actions out).
 
 It owns one session's SessionChart, one ResponseChart per live response, the conversation,
-the playback ledger and the response fence. The I/O layer feeds it parsed client events,
-VAD events and backend output, and carries out what comes back: server events to send and
-`StartBackend` / `CancelBackend` actions. No clock, no socket, no task lives here, so every
-interleaving can be driven in memory by a test.
+the input buffer, the turn detector, the playback ledger and the response fence. The I/O layer
+feeds it typed inputs (client events parsed at the edge, VAD probabilities, backend output,
+transcripts, timer expiries, a close request) through `handle`, each with the caller's clock
+(`now_ms`), and carries out what comes back: a `Step` of server events to send and actions to
+perform (`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `ArmTimer`,
+`CancelTimer`, `EndSession`), kept apart. No clock, no socket, no task lives here, so every
+interleaving can be driven in memory by a test. The I/O layer reads nothing else of it but
+`input_format` (to parse appends at the edge).
 
-Rules enforced here by routing chart effects (the charts decide; this module acts):
+Rules (docs/protocol.md) enforced here by routing chart effects (the charts decide; this module
+acts):
 - Rule 2: backend output passes the fence (only the open response's number) and then the
   response's chart (only while generating).
-- Rule 3: a cancel with no live response is `response_not_active`; one active response at a
-  time (`conversation_already_has_active_response`).
+- Rule 3: one active response at a time (`conversation_already_has_active_response`); a cancel
+  with nothing live is the session chart's rejection (`response_not_active`).
 - Rule 5/6: the conversation keeps only what was heard; pruning runs at every new user input.
 - Rule 7: every client error becomes an `error` event naming the client's `event_id`.
+- One routing point keeps the charts in step: a response chart's `ResponseFinished` /
+  `ResponseSettled` go to the session chart, and nothing else moves its output region.
+- Turn detection: appends are decoded and cut here (`DetectSpeech`); the probabilities come
+  back as an input and the `TurnDetector` decides; every commit or clear resets it, so a turn
+  in progress never outlives the buffer that held it. A VAD outage is told once per outage.
+- The idle timer (`idle_timeout_ms`) is the detector's: armed when a completed reply's audio
+  will have finished playing, disarmed by speech or a new response, asked for with `ArmTimer`;
+  `timeout_triggered` names the item that the following commit creates.
+- Transcription: each committed turn is transcribed once (`Transcribe`) when the session asks
+  for input transcripts or the pipeline hears through them (the cascade); there, a response's
+  `StartBackend` waits, bounded by `transcript_wait_ms`, for its turns' transcripts.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
+from typing import Literal
+
+import numpy as np
 
 from orchestrator import conversation as conv
-from orchestrator.envelope import Envelope, OutEvent
-from orchestrator.fencing import ResponseFence
-from orchestrator.playback import PlaybackItemMismatch, PlaybackItemNotFound, PlaybackLedger
-from orchestrator.protocol import client as ce
-from orchestrator.protocol import items as wire
-from orchestrator.protocol.errors import ProtocolError
-from orchestrator.protocol.session_config import SessionConfig
-from orchestrator.signals import (
+from orchestrator.actions import (
     Action,
+    ArmTimer,
+    CancelBackend,
+    CancelTimer,
+    DetectSpeech,
+    EndSession,
+    InferenceRequest,
+    StartBackend,
+    Transcribe,
+)
+from orchestrator.audio import OutputAudio, decode_input
+from orchestrator.envelope import Envelope
+from orchestrator.fencing import ResponseFence
+from orchestrator.input_buffer import BufferFull, InputBuffer
+from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
     BackendEvent,
     BackendFailed,
     BackendText,
-    CancelBackend,
-    InferenceRequest,
-    StartBackend,
+    CloseRequested,
+    SpeechProbabilities,
+    TimerFired,
+    TranscriptReady,
+    VadDown,
     VadEvent,
     VadSpeechStarted,
+    VadSpeechStopped,
 )
+from orchestrator.playback import PlaybackItemMismatch, PlaybackItemNotFound, PlaybackLedger
+from orchestrator.protocol import client as ce
+from orchestrator.protocol import items as wire
+from orchestrator.protocol import server as se
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.protocol.session_config import AudioFormat, SessionConfig
+from orchestrator.transcript_wait import TranscriptWait
+from orchestrator.turn_detection import TurnDetector
 from statecharts import effects as fx
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
-Output = OutEvent | Action
 PCM16_24K_BYTES_PER_MS = 48
+
+# Every error code the core itself answers with (the codec's own are in protocol.errors).
+CoreErrorCode = Literal[
+    "input_audio_buffer_full",
+    "input_audio_buffer_commit_empty",
+    "response_not_active",
+    "conversation_already_has_active_response",
+    "unsupported_conversation",
+    "item_already_exists",
+    "item_not_found",
+    "invalid_value",
+    "playback_item_not_found",
+    "playback_item_mismatch",
+    "vad_unavailable",
+    "session_expired",
+    "server_shutting_down",
+]
+
+CoreInput = (
+    ce.ClientEvent
+    | ProtocolError
+    | SpeechProbabilities
+    | VadDown
+    | VadSpeechStarted
+    | VadSpeechStopped
+    | BackendText
+    | BackendAudio
+    | BackendDone
+    | BackendFailed
+    | TranscriptReady
+    | TimerFired
+    | CloseRequested
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one input produced: server events to send, in order, and actions to carry out
+    (before the events: see orchestrator/actions.py)."""
+
+    events: tuple[se.ServerEvent, ...] = ()
+    actions: tuple[Action, ...] = ()
+
+    def __add__(self, other: Step) -> Step:
+        return Step(self.events + other.events, self.actions + other.actions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +137,12 @@ class CoreConfig:
     max_input_buffer_bytes: int = 16 * 1024 * 1024
     playback_entries: int = 64
     model: str = "turntaker"
+    # A transcriber is there to ask (`Transcribe`); without one no transcript is ever asked for.
+    transcriber: bool = False
+    # The pipeline hears user audio through the orchestrator's transcripts (the cascade): every
+    # committed turn is transcribed, and a response starts once its turns' transcripts are in.
+    transcripts_for_pipeline: bool = False
+    transcript_wait_ms: int = 30_000
 
 
 @dataclass(slots=True)
@@ -69,6 +157,7 @@ class _Live:
     text_parts: list[str] = field(default_factory=list)
     audio_ms: int = 0
     output_tokens: int = 0
+    encoder: OutputAudio | None = None
 
 
 class SessionCore:
@@ -82,18 +171,56 @@ class SessionCore:
         self.fence = ResponseFence()
         self.env = Envelope(session_id)
         self.live: OrderedDict[str, _Live] = OrderedDict()
-        self._buffer = bytearray()
+        vad = self.settings.turn_detection
+        self.detector: TurnDetector | None = TurnDetector(vad) if vad is not None else None
+        self._input = InputBuffer(self.config.max_input_buffer_bytes)
         self._ids = 0
         self._pending_item_id: str | None = None
-        self._out: list[Output] = []
+        self._events: list[se.ServerEvent] = []
+        self._actions: list[Action] = []
         self._event_id: str | None = None
+        self._now_ms = 0
+        self._vad_down = False
+        self._timer_tokens = 0
+        self._idle_token: int | None = None
+        self._idle_from_input_ms = 0
+        self._wait = TranscriptWait(self.config.transcript_wait_ms)
 
-    # Entry points ---------------------------------------------------------------------
-    def open(self) -> list[Output]:
-        self._out.append(self.env.session_created(self.settings, self.config.model))
+    # The I/O layer's interface --------------------------------------------------------
+    @property
+    def input_format(self) -> AudioFormat:
+        """The format appends are decoded from at the edge."""
+        return self.settings.input_format
+
+    def open(self, now_ms: int | None = None) -> Step:
+        self._clock(now_ms)
+        self._events.append(self.env.session_created(self.settings, self.config.model))
         return self._flush()
 
-    def client(self, event: ce.ClientEvent) -> list[Output]:
+    def handle(self, event: CoreInput, now_ms: int | None = None) -> Step:
+        """One input, with the caller's clock (ms, monotonic) when it has one."""
+        self._clock(now_ms)
+        if isinstance(event, ProtocolError):
+            return self.reject(event)
+        if isinstance(event, SpeechProbabilities):
+            self._speech_probabilities(event)
+        elif isinstance(event, VadDown):
+            self._vad_unavailable(event.reason)
+        elif isinstance(event, VadSpeechStarted | VadSpeechStopped):
+            return self.vad(event)
+        elif isinstance(event, BackendText | BackendAudio | BackendDone | BackendFailed):
+            return self.backend(event)
+        elif isinstance(event, TranscriptReady):
+            self._transcript(event)
+        elif isinstance(event, TimerFired):
+            self._timer(event)
+        elif isinstance(event, CloseRequested):
+            self._close(event)
+        else:
+            return self.client(event)
+        return self._flush()
+
+    def client(self, event: ce.ClientEvent) -> Step:
         self._event_id = event.event_id
         try:
             self._client(event)
@@ -101,26 +228,20 @@ class SessionCore:
             self._event_id = None
         return self._flush()
 
-    def reject(self, err: ProtocolError) -> list[Output]:
+    def reject(self, err: ProtocolError) -> Step:
         """A client message that failed to parse: an error event, nothing else changes."""
-        self._out.append(self.env.error(err.code, err.message, err.param, err.event_id))
+        self._events.append(self.env.error(err.code, err.message, err.param, err.event_id))
         return self._flush()
 
-    def vad(self, event: VadEvent) -> list[Output]:
-        if isinstance(event, VadSpeechStarted):
-            self._run_session("speech_started", audio_start_ms=event.audio_start_ms)
-        else:
-            self._run_session(
-                "speech_stopped",
-                audio_end_ms=event.audio_end_ms,
-                buffered_ms=self.buffered_ms,
-            )
+    def vad(self, event: VadEvent) -> Step:
+        """A turn-detection decision (the detector's own output; tests may feed it directly)."""
+        self._vad_event(event)
         return self._flush()
 
-    def backend(self, event: BackendEvent) -> list[Output]:
+    def backend(self, event: BackendEvent) -> Step:
         live = self.live.get(event.response_id)
         if live is None or live.seq != event.seq or not self.fence.admits(event.seq):
-            return []  # rule 2: late output of a closed response is dropped here
+            return Step()  # rule 2: late output of a closed response is dropped here
         rid = event.response_id
         if isinstance(event, BackendAudio | BackendText):
             for effect in live.chart.forward(event):  # the `output` event's fast path
@@ -132,32 +253,20 @@ class SessionCore:
             heard = self.ledger.finish(rid)
             pending = heard is None and self.ledger.pending_audio(rid)
             self._run_response(rid, "complete", audio_pending=pending)
-            self._run_session("response_finished", response_id=rid, audio_pending=pending)
         elif isinstance(event, BackendFailed):
             self._run_response(rid, "fail", reason=event.reason)
-            self._run_session("response_finished", response_id=rid, audio_pending=False)
         return self._flush()
 
     @property
     def buffered_ms(self) -> int:
-        return len(self._buffer) // self.settings.input_format.bytes_per_ms
+        return self._input.buffered_ms
 
     # Client events --------------------------------------------------------------------
     def _client(self, event: ce.ClientEvent) -> None:
         if isinstance(event, ce.SessionUpdate):
-            self.settings = self.settings.apply(event.session)
-            vad = self.settings.turn_detection
-            self.chart.configure(
-                turn_detection="server_vad" if vad is not None else "manual",
-                create_response=vad.create_response if vad is not None else False,
-                interrupt_response=vad.interrupt_response if vad is not None else False,
-            )
-            self._out.append(self.env.session_updated(self.settings, self.config.model))
+            self._update(event)
         elif isinstance(event, ce.InputAudioBufferAppend):
-            if len(self._buffer) + len(event.audio) > self.config.max_input_buffer_bytes:
-                self._error("input_audio_buffer_full", "The input audio buffer is full.")
-                return
-            self._buffer += event.audio
+            self._append(event.audio)
         elif isinstance(event, ce.InputAudioBufferCommit):
             self._run_session(
                 "commit",
@@ -166,44 +275,228 @@ class SessionCore:
                 create_response=event.create_response,
             )
         elif isinstance(event, ce.InputAudioBufferClear):
-            self._buffer.clear()
+            self._input.clear()
+            self._reset_turn()
             self._run_session("clear_input")
-            self._out.append(self.env.input_cleared())
+            self._events.append(self.env.input_cleared())
         elif isinstance(event, ce.ConversationItemCreate):
             self._create_item(event)
         elif isinstance(event, ce.ConversationItemRetrieve):
             if event.item_id not in self.conversation:
                 self._item_not_found(event.item_id)
                 return
-            self._out.append(self.env.item_retrieved(self.conversation.get(event.item_id)))
+            self._events.append(self.env.item_retrieved(self.conversation.get(event.item_id)))
         elif isinstance(event, ce.ConversationItemDelete):
             if event.item_id not in self.conversation:
                 self._item_not_found(event.item_id)
                 return
             self.conversation.delete(event.item_id)
-            self._out.append(self.env.item_deleted(event.item_id))
+            self._events.append(self.env.item_deleted(event.item_id))
         elif isinstance(event, ce.ConversationItemTruncate):
             self._truncate(event.item_id, event.content_index, event.audio_end_ms)
         elif isinstance(event, ce.ResponseCreate):
             self._create_response(event.response)
         elif isinstance(event, ce.ResponseCancel):
-            if not self.chart.is_output_live and event.response_id not in self.live:
-                self._error("response_not_active", "There is no active response to cancel.")
-                return
-            self._run_session("clear", response_id=event.response_id)
+            rid = event.response_id
+            self._run_session("cancel", response_id=rid, target_live=rid in self.live)
         elif isinstance(event, ce.OutputAudioBufferClear):
-            # The charts answer a clear of a live latest response or of a named older one;
-            # a clear of nothing live is still answered: the client's buffer is empty now.
-            targets_latest = event.response_id in (None, self.chart.latest_response_id)
-            answered_by_charts = self.chart.is_output_live or not targets_latest
             self._run_session("clear", response_id=event.response_id)
-            if not answered_by_charts:
-                self._out.append(self.env.cleared(event.response_id or ""))
         elif isinstance(event, ce.PlaybackAck):
             self._ack(event)
         elif isinstance(event, ce.ConversationContextRetrieve):
-            self._out.append(self.env.context(self.conversation.prompt_view()))
+            self._events.append(self.env.context(self.conversation.prompt_view()))
 
+    def _update(self, event: ce.SessionUpdate) -> None:
+        self.settings = self.settings.apply(event.session)
+        vad = self.settings.turn_detection
+        self.chart.configure(
+            turn_detection="server_vad" if vad is not None else "manual",
+            create_response=vad.create_response if vad is not None else False,
+            interrupt_response=vad.interrupt_response if vad is not None else False,
+        )
+        if vad is None:
+            if self.detector is not None:
+                self._disarm_idle()
+            self.detector = None
+        elif self.detector is None:
+            self.detector = TurnDetector(vad)
+            # Audio before detection was on is not a turn's start.
+            self.detector.reset(self._input.clock_ms)
+        else:
+            self.detector.update(vad)
+        self._events.append(self.env.session_updated(self.settings, self.config.model))
+
+    def _append(self, audio: bytes) -> None:
+        try:
+            chunks = self._input.append(
+                audio, self.settings.input_format, detect=self.detector is not None
+            )
+        except BufferFull:
+            self._error("input_audio_buffer_full", "The input audio buffer is full.")
+            return
+        if chunks is not None:
+            self._actions.append(DetectSpeech(chunks.chunks, chunks.end_ms))
+
+    # Turn detection -------------------------------------------------------------------
+    def _speech_probabilities(self, answer: SpeechProbabilities) -> None:
+        self._vad_down = False
+        detector = self.detector
+        if detector is None:
+            return  # detection was turned off while these chunks were in flight
+        for probability, end_ms in zip(answer.probabilities, answer.chunk_end_ms, strict=True):
+            if detector.last_chunk_end_ms is not None and end_ms <= detector.last_chunk_end_ms:
+                continue  # chunks from before detection was (re)configured
+            for event in detector.feed(probability, end_ms):
+                self._vad_event(event)
+
+    def _vad_unavailable(self, reason: str) -> None:
+        # Turn detection pauses (the chunks count as neither speech nor silence); the client
+        # hears of it once per outage, and the session goes on.
+        if self._vad_down:
+            return
+        self._vad_down = True
+        self._error(
+            "vad_unavailable",
+            f"Turn detection is paused: {reason}. Audio is still buffered; commit manually or "
+            "wait for it to recover.",
+            event_id=None,
+        )
+
+    def _vad_event(self, event: VadEvent) -> None:
+        if isinstance(event, VadSpeechStarted):
+            self._disarm_idle()
+            self._run_session("speech_started", audio_start_ms=event.audio_start_ms)
+        else:
+            self._run_session(
+                "speech_stopped", audio_end_ms=event.audio_end_ms, buffered_ms=self.buffered_ms
+            )
+
+    def _reset_turn(self) -> None:
+        """After a commit or clear: a turn in progress ends with the buffer that held it."""
+        if self.detector is not None:
+            self.detector.reset(self._input.clock_ms)
+
+    # Timers ---------------------------------------------------------------------------
+    def _arm_idle(self, audio_ms: int) -> None:
+        """OpenAI's idle_timeout_ms: from when the completed reply's audio will have finished
+        playing (now plus its duration), ended early by any speech or new response."""
+        detector = self.detector
+        self._disarm_idle()
+        if detector is None or detector.config.idle_timeout_ms is None:
+            return
+        detector.arm_idle(self._now_ms + audio_ms)
+        deadline = detector.idle_deadline_ms
+        if deadline is None:
+            return  # the user is speaking: that turn is the answer
+        self._timer_tokens += 1
+        self._idle_token = self._timer_tokens
+        self._idle_from_input_ms = self._input.clock_ms
+        self._actions.append(ArmTimer("idle", deadline, self._idle_token))
+
+    def _disarm_idle(self) -> None:
+        if self._idle_token is None:
+            return
+        self._idle_token = None
+        if self.detector is not None:
+            self.detector.disarm_idle()
+        self._actions.append(CancelTimer("idle"))
+
+    def _timer(self, fired: TimerFired) -> None:
+        if fired.kind == "idle":
+            if fired.token != self._idle_token or self.detector is None:
+                return  # stale: a newer arming or a disarm came first
+            if not self.detector.idle(self._now_ms):
+                return
+            self._idle_token = None
+            self._idle_timeout()
+        else:
+            # Waited long enough: start with the transcripts known.
+            self._release(self._wait.expired(fired.token))
+
+    def _idle_timeout(self) -> None:
+        # The id the following commit creates (now, or the next turn's if the buffer is empty).
+        item_id = self._pending_item_id or self._new_id("item")
+        self._pending_item_id = item_id
+        now = self._input.clock_ms
+        self._events.append(
+            se.InputAudioBufferTimeoutTriggered(
+                audio_start_ms=min(self._idle_from_input_ms, now), audio_end_ms=now, item_id=item_id
+            )
+        )
+        # As OpenAI does: commit what the buffer holds (if anything), then answer.
+        if self.buffered_ms > 0:
+            self._run_session("commit", buffered_ms=self.buffered_ms, create_response=False)
+        self._create_response(None)
+
+    # Transcripts ----------------------------------------------------------------------
+    def _wants_transcript(self) -> bool:
+        return self.config.transcriber and (
+            self.settings.transcription is not None or self.config.transcripts_for_pipeline
+        )
+
+    def _transcribe(self, item: conv.Item) -> None:
+        parts = [p for p in item.content if isinstance(p, conv.InputAudio)]
+        audio = [decode_input(p.audio, p.format) for p in parts]
+        self._wait.asked(item.id, self.conversation.__contains__)
+        self._actions.append(Transcribe(item.id, np.concatenate(audio)))
+
+    def _transcript(self, ready: TranscriptReady) -> None:
+        if ready.transcript is not None:
+            self.conversation.set_transcript(ready.item_id, ready.transcript)
+        self._release(self._wait.answered(ready.item_id))
+        if self.settings.transcription is not None:
+            self._events.append(self.env.transcription(ready))
+
+    def _start_backend(self, start: StartBackend) -> None:
+        # The cascade hears through ASR: wait for the turn's transcript (it is being made
+        # already) rather than have the pipeline transcribe the same audio again.
+        if self.config.transcripts_for_pipeline:
+            self._timer_tokens += 1
+            if self._wait.hold(start, self._timer_tokens):
+                deadline = self._now_ms + self._wait.wait_ms
+                self._actions.append(ArmTimer("transcripts", deadline, self._timer_tokens))
+                return
+        self._actions.append(dc_replace(start, transcripts=self._known_transcripts(start)))
+
+    def _release(self, start: StartBackend | None) -> None:
+        if start is None:
+            return
+        self._actions.append(CancelTimer("transcripts"))
+        self._actions.append(dc_replace(start, transcripts=self._known_transcripts(start)))
+
+    def _known_transcripts(self, start: StartBackend) -> dict[str, str]:
+        known: dict[str, str] = {}
+        for item in start.request.items:
+            if item.id not in self.conversation:
+                continue
+            for part in self.conversation.get(item.id).content:
+                if isinstance(part, conv.InputAudio) and part.transcript is not None:
+                    known[item.id] = part.transcript
+        return known
+
+    # Session end ----------------------------------------------------------------------
+    def _close(self, request: CloseRequested) -> None:
+        """The generating response gets its terminal (cancelled) and the client the reason."""
+        self._run_session("close")
+        if request.reason == "server_shutting_down":
+            self._error(
+                "server_shutting_down",
+                "The server is shutting down; this session is closing. Reconnect to continue "
+                "(conversation state is not carried over).",
+                event_id=None,
+                error_type="server_error",
+            )
+            self._actions.append(EndSession(1001, "server is shutting down", request.reason))
+        else:
+            limit = _duration(request.max_session_s)
+            self._error(
+                "session_expired",
+                f"Your session hit the maximum duration of {limit}.",
+                event_id=None,
+            )
+            self._actions.append(EndSession(1000, f"session expired after {limit}", request.reason))
+
+    # Items ----------------------------------------------------------------------------
     def _create_item(self, event: ce.ConversationItemCreate) -> None:
         item_id = event.item.id or self._new_id("item")
         if item_id == conv.ROOT:
@@ -214,10 +507,11 @@ class SessionCore:
             )
             return
         if item_id == self._pending_item_id:
-            # speech_started already promised this id to the turn being spoken.
+            # speech_started (or timeout_triggered) already promised this id to the next turn.
             self._error("item_already_exists", f"Item '{item_id}' already exists.", "item.id")
             return
-        content = tuple(_content_from_wire(part) for part in event.item.content)
+        fmt = self.settings.input_format
+        content = tuple(_content_from_wire(part, fmt) for part in event.item.content)
         item = conv.Item(item_id, event.item.role, content)
         previous = event.previous_item_id
         try:
@@ -236,8 +530,8 @@ class SessionCore:
         items = self.conversation.items
         index = next(i for i, it in enumerate(items) if it.id == item.id)
         previous = items[index - 1].id if index > 0 else None
-        self._out.append(self.env.item_added(item, previous))
-        self._out.append(self.env.item_done(item, previous))
+        self._events.append(self.env.item_added(item, previous))
+        self._events.append(self.env.item_done(item, previous))
 
     def _truncate(self, item_id: str, content_index: int, audio_end_ms: int) -> None:
         if item_id not in self.conversation:
@@ -260,11 +554,11 @@ class SessionCore:
             return
         live = self.live.get(rid)
         if live is not None and live.chart.is_live:
-            self._truncate_live(live, audio_end_ms)
+            self._run_response(rid, "truncate", audio_end_ms=audio_end_ms)
         else:
             self.ledger.cut(rid, audio_end_ms)
             self._write_history(rid)
-        self._out.append(self.env.item_truncated(item_id, content_index, audio_end_ms))
+        self._events.append(self.env.item_truncated(item_id, content_index, audio_end_ms))
 
     def _ack(self, event: ce.PlaybackAck) -> None:
         try:
@@ -289,22 +583,12 @@ class SessionCore:
         if result.heard is not None:
             live = self.live.get(rid)
             if live is not None and live.chart.is_live and event.truncate:
-                self._truncate_live(live, result.played_ms)
+                self._run_response(rid, "truncate", audio_end_ms=result.played_ms)
             elif live is not None and live.chart.is_live:
                 self._run_response(rid, "played", audio_end_ms=result.played_ms)
             else:
                 self._write_history(rid)
-        self._out.append(self.env.acknowledged(result))
-
-    def _truncate_live(self, live: _Live, audio_end_ms: int) -> None:
-        rid = live.chart.response_id
-        generating = live.chart.is_generating
-        self._run_response(rid, "truncate", audio_end_ms=audio_end_ms)
-        if generating:
-            # The reply ends here, not in the backend, and the session chart only hears of an
-            # end from the backend path: without this its output side stays `generating`, and
-            # every later response.create is refused as concurrent.
-            self._run_session("response_finished", response_id=rid, audio_pending=False)
+        self._events.append(self.env.acknowledged(result))
 
     # Responses ------------------------------------------------------------------------
     def _create_response(self, params: ce.ResponseParams | None) -> None:
@@ -329,6 +613,7 @@ class SessionCore:
             else (settings.instructions)
         )
         max_tokens = (params.max_output_tokens if params else None) or settings.max_output_tokens
+        self._disarm_idle()
         self.conversation.prune()
         request = InferenceRequest(
             instructions=instructions,
@@ -341,13 +626,16 @@ class SessionCore:
         rid = self._new_id("resp")
         item_id = self._new_id("item")
         seq = self.fence.issue()
-        live = _Live(ResponseChart(rid), seq, item_id, "audio" in modalities, request)
+        chart = ResponseChart(rid, seq, request)
+        live = _Live(chart, seq, item_id, "audio" in modalities, request)
+        if live.audio and settings.output_format.type != "audio/pcm":
+            live.encoder = OutputAudio(settings.output_format)
         self.live[rid] = live
         for evicted in self.ledger.open(rid, item_id):
             self._forget(evicted)
         previous = self._last_item_id()
         self.conversation.open_reply(item_id, rid)
-        self._out.extend(self.env.response_started(rid, item_id, previous, modalities, request))
+        self._events.extend(self.env.response_started(rid, item_id, previous, modalities, request))
         self._run_session("response_started", response_id=rid)
         self._run_response(rid, "start")
 
@@ -355,24 +643,25 @@ class SessionCore:
         live = self.live.pop(rid, None)
         if live is not None and live.chart.is_generating:
             # An unsettled reply evicted from the ledger: it stays an empty boundary.
-            self._out.append(CancelBackend(rid, live.seq))
-            self.fence.close(live.seq)
+            self._cancel_backend(CancelBackend(rid, live.seq))
 
-    # Effects --------------------------------------------------------------------------
+    # Effects: the one routing point ---------------------------------------------------
     def _run_session(self, event: str, **kwargs: object) -> None:
         for effect in self.chart.handle(event, **kwargs):
             self._session_effect(effect)
 
     def _session_effect(self, effect: fx.Effect) -> None:
         if isinstance(effect, fx.AnnounceSpeechStarted):
-            # The id is taken only once the chart has started a turn: it names the item
-            # that the matching commit will create.
-            self._pending_item_id = self._new_id("item")
-            self._out.append(self.env.speech_started(effect.audio_start_ms, self._pending_item_id))
+            # The id is taken only once the chart has started a turn: it names the item that
+            # the matching commit will create (one promised by timeout_triggered is kept).
+            self._pending_item_id = self._pending_item_id or self._new_id("item")
+            self._events.append(
+                self.env.speech_started(effect.audio_start_ms, self._pending_item_id)
+            )
         elif isinstance(effect, fx.AnnounceSpeechStopped):
             item_id = self._pending_item_id or self._new_id("item")
             self._pending_item_id = item_id
-            self._out.append(self.env.speech_stopped(effect.audio_end_ms, item_id))
+            self._events.append(self.env.speech_stopped(effect.audio_end_ms, item_id))
         elif isinstance(effect, fx.CommitInput):
             self._commit_input()
         elif isinstance(effect, fx.CreateResponse):
@@ -385,21 +674,24 @@ class SessionCore:
             if effect.response_id in self.live:
                 self._run_response(effect.response_id, "cancel", reason=effect.reason)
             else:
-                self._out.append(self.env.cleared(effect.response_id))
-        elif isinstance(effect, fx.RejectCommit):
+                self._events.append(self.env.cleared(effect.response_id))
+        elif isinstance(effect, fx.AnswerClear):
+            self._events.append(self.env.cleared(effect.response_id or ""))
+        elif isinstance(effect, fx.Reject):
             self._error(effect.code, effect.message)
 
     def _commit_input(self) -> None:
         item_id = self._pending_item_id or self._new_id("item")
         self._pending_item_id = None
-        audio = bytes(self._buffer)
-        self._buffer.clear()
-        item = conv.Item(item_id, "user", (conv.InputAudio(audio),))
+        item = conv.Item(item_id, "user", self._input.take())
+        self._reset_turn()
         previous = self._last_item_id()
         self.conversation.add(item)
-        self._out.append(self.env.input_committed(item_id, previous))
+        self._events.append(self.env.input_committed(item_id, previous))
         self._announce_item(item)
         self.conversation.prune()
+        if self._wants_transcript():
+            self._transcribe(item)
 
     def _run_response(self, rid: str, event: str, **kwargs: object) -> None:
         live = self.live.get(rid)
@@ -412,18 +704,17 @@ class SessionCore:
 
     def _response_effect(self, live: _Live, effect: fx.Effect) -> None:
         rid = live.chart.response_id
-        if isinstance(effect, fx.StartInference):
-            self._out.append(StartBackend(rid, live.seq, live.request))
-        elif isinstance(effect, fx.CancelInference):
-            self.fence.close(live.seq)
-            self._out.append(CancelBackend(rid, live.seq))
+        if isinstance(effect, fx.StartBackend):
+            self._start_backend(effect)
+        elif isinstance(effect, fx.CancelBackend):
+            self._cancel_backend(effect)
         elif isinstance(effect, fx.ForwardOutput):
             self._forward(live, effect.chunk)
         elif isinstance(effect, fx.SendCleared):
-            self._out.append(self.env.cleared(rid))
+            self._events.append(self.env.cleared(rid))
         elif isinstance(effect, fx.SendResponseDone):
             self.fence.close(live.seq)
-            self._out.extend(
+            self._events.extend(
                 self.env.response_finished(
                     rid,
                     live.item_id,
@@ -434,6 +725,9 @@ class SessionCore:
                     output_tokens=live.output_tokens,
                 )
             )
+            live.encoder = None
+            if effect.status == "completed":
+                self._arm_idle(self.ledger.generated_ms(rid) if rid in self.ledger else 0)
         elif isinstance(effect, fx.CommitHistory):
             if effect.mode == "cut":
                 if effect.audio_end_ms is not None:
@@ -441,7 +735,20 @@ class SessionCore:
                 else:
                     self.ledger.clear(rid)
             self._write_history(rid)
+        elif isinstance(effect, fx.ResponseFinished):
+            self._run_session(
+                "response_finished", response_id=rid, audio_pending=effect.audio_pending
+            )
+        elif isinstance(effect, fx.ResponseSettled):
             self._run_session("response_settled", response_id=rid)
+
+    def _cancel_backend(self, cancel: CancelBackend) -> None:
+        self.fence.close(cancel.seq)
+        if self._wait.drop(cancel.response_id):
+            # Never started: nothing to cancel but the wait.
+            self._actions.append(CancelTimer("transcripts"))
+            return
+        self._actions.append(cancel)
 
     def _forward(self, live: _Live, chunk: object) -> None:
         rid = live.chart.response_id
@@ -451,10 +758,15 @@ class SessionCore:
             self.ledger.append(rid, ms, chunk.text)
             if chunk.text:
                 live.text_parts.append(chunk.text)
-            self._out.extend(self.env.audio_delta(rid, live.item_id, chunk.audio, chunk.text))
+            # The ledger counts pcm16 ms; only the bytes the client gets change (G.711 at 8 kHz,
+            # one streaming encoder per response).
+            audio = chunk.audio if live.encoder is None else live.encoder.push_pcm16(chunk.audio)
+            self._events.extend(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
         elif isinstance(chunk, BackendText):
             live.text_parts.append(chunk.text)
-            self._out.append(self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio))
+            self._events.append(
+                self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio)
+            )
 
     def _write_history(self, rid: str) -> None:
         heard = self.ledger.heard(rid)
@@ -475,6 +787,10 @@ class SessionCore:
         self.conversation.fill_reply(item_id, content)
 
     # Helpers --------------------------------------------------------------------------
+    def _clock(self, now_ms: int | None) -> None:
+        if now_ms is not None:
+            self._now_ms = max(self._now_ms, now_ms)
+
     def _last_item_id(self) -> str | None:
         items = self.conversation.items
         return items[-1].id if items else None
@@ -487,22 +803,42 @@ class SessionCore:
             if candidate not in self.conversation:
                 return candidate
 
-    def _error(self, code: str, message: str, param: str | None = None) -> None:
-        self._out.append(self.env.error(code, message, param, self._event_id))
+    def _error(
+        self,
+        code: CoreErrorCode,
+        message: str,
+        param: str | None = None,
+        *,
+        event_id: str | Literal["client"] | None = "client",
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        # By default the error names the client event being handled (rule 7).
+        eid = self._event_id if event_id == "client" else event_id
+        self._events.append(self.env.error(code, message, param, eid, error_type))
 
     def _item_not_found(self, item_id: str, param: str = "item_id") -> None:
         self._error("item_not_found", f"Item with id '{item_id}' not found.", param)
 
-    def _flush(self) -> list[Output]:
-        out, self._out = self._out, []
-        return out
+    def _flush(self) -> Step:
+        step = Step(tuple(self._events), tuple(self._actions))
+        self._events, self._actions = [], []
+        return step
 
 
-def _content_from_wire(part: wire.ContentPart) -> conv.Content:
+def _duration(seconds: float) -> str:
+    """OpenAI's wording for its 60-minute limit; short test limits in seconds."""
+    minutes = seconds / 60
+    if minutes >= 1 and minutes == int(minutes):
+        return f"{int(minutes)} minute" + ("s" if minutes != 1 else "")
+    return f"{seconds:g} seconds"
+
+
+def _content_from_wire(part: wire.ContentPart, fmt: AudioFormat) -> conv.Content:
     if isinstance(part, wire.InputText):
         return conv.InputText(part.text)
     if isinstance(part, wire.InputAudio):
-        return conv.InputAudio(part.audio or b"", part.transcript)
+        # A client item's audio is in the session's input format at the time it was sent.
+        return conv.InputAudio(part.audio or b"", part.transcript, fmt)
     if isinstance(part, wire.InputImage):
         return conv.InputImage(part.image_url)
     if isinstance(part, wire.OutputText):

@@ -8,6 +8,8 @@ so the core speaks in terms of what happened, not of wire shapes.
 from __future__ import annotations
 
 from orchestrator import conversation as conv
+from orchestrator.actions import InferenceRequest
+from orchestrator.inputs import TranscriptReady
 from orchestrator.playback import AckResult
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
@@ -22,7 +24,6 @@ from orchestrator.protocol.response import (
     Usage,
 )
 from orchestrator.protocol.session_config import Modality, SessionConfig
-from orchestrator.signals import InferenceRequest
 
 OutEvent = se.ServerEvent
 
@@ -96,6 +97,20 @@ class Envelope:
 
     def item_deleted(self, item_id: str) -> OutEvent:
         return se.ConversationItemDeleted(item_id=item_id)
+
+    def transcription(self, ready: TranscriptReady) -> OutEvent:
+        if ready.transcript is not None:
+            return se.ConversationItemInputAudioTranscriptionCompleted(
+                item_id=ready.item_id,
+                transcript=ready.transcript,
+                usage=se.TranscriptionUsageDuration(seconds=round(ready.seconds, 3)),
+            )
+        return se.ConversationItemInputAudioTranscriptionFailed(
+            item_id=ready.item_id,
+            error=se.TranscriptionError(
+                type="transcription_error", code="transcription_failed", message=ready.error
+            ),
+        )
 
     def item_truncated(self, item_id: str, content_index: int, audio_end_ms: int) -> OutEvent:
         return se.ConversationItemTruncated(
@@ -257,10 +272,17 @@ class Envelope:
             history_committed=result.history_committed,
         )
 
-    def error(self, code: str, message: str, param: str | None, event_id: str | None) -> OutEvent:
+    def error(
+        self,
+        code: str,
+        message: str,
+        param: str | None,
+        event_id: str | None,
+        error_type: str = "invalid_request_error",
+    ) -> OutEvent:
         return se.ErrorEvent(
             error=se.ErrorInfo(
-                type="invalid_request_error",
+                type=error_type,
                 code=code,
                 message=message,
                 param=param,

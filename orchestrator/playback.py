@@ -1,4 +1,4 @@
-"""The playback ledger: what of each reply the client actually played (contract rule 5).
+"""The playback ledger: what of each reply the client actually played (docs/protocol.md rule 5).
 
 Guarantees:
 - The played cursor of a response is monotonic (a backwards ACK is ignored, not an error) and

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from orchestrator.inputs import VadEvent, VadSpeechStarted, VadSpeechStopped
 from orchestrator.protocol.session_config import ServerVad
-from orchestrator.signals import VadEvent, VadSpeechStarted, VadSpeechStopped
 
 __all__ = ["CHUNK_MS", "HYSTERESIS", "AudioEnd", "TurnDetector", "silence_threshold"]
 

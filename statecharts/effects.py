@@ -1,29 +1,57 @@
 """Typed effects that the charts emit and the orchestrator carries out.
 
 Charts decide; they never act. Entering a state or taking a transition appends one of these
-values to the chart's outbox. The orchestrator drains the outbox after every event and
-performs each effect in order (send a server event, cancel a backend stream, write history).
+values to the chart's outbox. The session core drains the outbox after every event and
+performs each effect in order (build a server event, write history, hand the session chart a
+response's finish), and passes `StartBackend` / `CancelBackend` on to the session actor as
+they are: one vocabulary from chart to actor (docs/protocol.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from orchestrator.actions import InferenceRequest
 
 ResponseStatus = Literal["completed", "cancelled", "failed", "incomplete"]
 HistoryMode = Literal["full", "cut"]
+RejectCode = Literal["input_audio_buffer_commit_empty", "response_not_active"]
 
 
 @dataclass(frozen=True, slots=True)
-class StartInference:
-    """Open the backend stream for a response."""
+class StartBackend:
+    """Open the backend stream for a response: fence number `seq`, the pruned prompt, and the
+    transcripts of its user audio known when it starts (the cascade hears through them)."""
 
     response_id: str
+    seq: int
+    request: InferenceRequest
+    transcripts: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
-class CancelInference:
+class CancelBackend:
     """Cancel the backend stream of a response at once (rule 1)."""
+
+    response_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFinished:
+    """A response left `generating`; `audio_pending` when its audio is not yet heard in full.
+    The core hands it to the session chart (its output region follows the latest response)."""
+
+    response_id: str
+    audio_pending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseSettled:
+    """What the user heard of a reply is in history for good; handed to the session chart."""
 
     response_id: str
 
@@ -107,16 +135,26 @@ class AnnounceSpeechStopped:
 
 
 @dataclass(frozen=True, slots=True)
-class RejectCommit:
-    """Answer a commit that cannot be taken with an error (rule 7)."""
+class Reject:
+    """Answer a client event that the chart cannot take with an error (rules 3, 7)."""
 
-    code: str
+    code: RejectCode
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class AnswerClear:
+    """A clear of the latest response when nothing is live: answered with
+    `output_audio_buffer.cleared` all the same (the client's buffer is empty now)."""
+
+    response_id: str | None
+
+
 Effect = (
-    StartInference
-    | CancelInference
+    StartBackend
+    | CancelBackend
+    | ResponseFinished
+    | ResponseSettled
     | ForwardOutput
     | SendCleared
     | SendResponseDone
@@ -127,5 +165,6 @@ Effect = (
     | InterruptResponse
     | AnnounceSpeechStarted
     | AnnounceSpeechStopped
-    | RejectCommit
+    | Reject
+    | AnswerClear
 )

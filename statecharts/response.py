@@ -1,6 +1,6 @@
 """ResponseChart: the life of one response, from `response.created` to its last heard ms.
 
-Rules it guarantees (see ../shared/REALTIME_CONTRACT.md):
+Rules it guarantees (docs/protocol.md):
 
 - Rule 3, exactly one terminal: `SendResponseDone` is emitted only on a transition that leaves
   `created` or `generating`; both are left at most once, so every response gets exactly one
@@ -10,7 +10,7 @@ Rules it guarantees (see ../shared/REALTIME_CONTRACT.md):
   reaches the client after it was interrupted, cancelled, failed or completed. `forward()` is
   the same event without the engine's dispatch (one call per audio chunk is the server's
   hottest path; bench/load.py): it changes no state and decides exactly as `output` does.
-- Rule 1, barge-in: `barge_in` while generating cancels the backend stream (`CancelInference`)
+- Rule 1, barge-in: `barge_in` while generating cancels the backend stream (`CancelBackend`)
   before anything else, clears the client's audio (`SendCleared`) and ends the response as
   `cancelled` with reason `turn_detected`. While draining (generated, not yet heard in full)
   it clears the audio and cuts the reply at what was heard.
@@ -20,26 +20,39 @@ Rules it guarantees (see ../shared/REALTIME_CONTRACT.md):
   played (`played`), or at completion when there is no audio to play; `cut` on every
   interruption. A final state has no outgoing transition, so a later ACK can never undo a cut.
 - Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
+- The session chart is told by effects, never kept in step by hand: every transition that
+  leaves `generating` emits `ResponseFinished` (with whether audio is still to be heard), and
+  every `CommitHistory` is followed by `ResponseSettled`. The core hands both, at one routing
+  point, to the session chart, whose output region follows the latest response.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from statemachine import State
 
 from statecharts.base import Chart
 from statecharts.effects import (
-    CancelInference,
+    CancelBackend,
     CommitHistory,
     Effect,
     ForwardOutput,
+    HistoryMode,
+    ResponseFinished,
+    ResponseSettled,
     SendCleared,
     SendResponseDone,
-    StartInference,
+    StartBackend,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.actions import InferenceRequest
 
 
 class ResponseChart(Chart):
-    """One response. `response_id` names it in every effect."""
+    """One response. `response_id` names it in every effect; `seq` is its fence number and
+    `request` the prompt it starts with (both only carried into `StartBackend`)."""
 
     created = State(initial=True)
     generating = State()
@@ -68,8 +81,10 @@ class ResponseChart(Chart):
     )
     fail = created.to(failed, on="_on_fail") | generating.to(failed, on="_on_fail")
 
-    def __init__(self, response_id: str) -> None:
+    def __init__(self, response_id: str, seq: int, request: InferenceRequest) -> None:
         self.response_id = response_id
+        self.seq = seq
+        self.request = request
         self.status: str | None = None
         super().__init__()
 
@@ -82,8 +97,18 @@ class ResponseChart(Chart):
         self.status = status
         self.emit(SendResponseDone(self.response_id, status, reason))  # type: ignore[arg-type]
 
+    def _finished(self, audio_pending: bool) -> None:
+        self.emit(ResponseFinished(self.response_id, audio_pending))
+
+    def _commit(self, mode: HistoryMode, audio_end_ms: int | None = None) -> None:
+        self.emit(CommitHistory(self.response_id, mode, audio_end_ms))
+        self.emit(ResponseSettled(self.response_id))
+
+    def _cancel_backend(self) -> None:
+        self.emit(CancelBackend(self.response_id, self.seq))
+
     def _on_start(self) -> None:
-        self.emit(StartInference(self.response_id))
+        self.emit(StartBackend(self.response_id, self.seq, self.request))
 
     def _on_output(self, chunk: object) -> None:
         self.emit(ForwardOutput(self.response_id, chunk))
@@ -98,42 +123,48 @@ class ResponseChart(Chart):
 
     def _on_complete(self) -> None:
         self._done("completed", None)
+        self._finished(audio_pending=True)
 
     def _on_complete_unheard_nothing(self) -> None:
         # Nothing to play (text only or empty): the reply is heard as soon as it is complete.
         self._done("completed", None)
-        self.emit(CommitHistory(self.response_id, "full"))
+        self._finished(audio_pending=False)
+        self._commit("full")
 
     def _on_played(self) -> None:
-        self.emit(CommitHistory(self.response_id, "full"))
+        self._commit("full")
 
     def _on_stop_generating(self, event: str, reason: str | None = None) -> None:
         # Cancel first: every later effect is cheap, the backend is the one still burning.
-        self.emit(CancelInference(self.response_id))
+        self._cancel_backend()
         self.emit(SendCleared(self.response_id))
         default = "turn_detected" if event == "barge_in" else "client_cancelled"
         self._done("cancelled", reason or default)
-        self.emit(CommitHistory(self.response_id, "cut"))
+        self._finished(audio_pending=False)
+        self._commit("cut")
 
     def _on_stop_draining(self) -> None:
         self.emit(SendCleared(self.response_id))
-        self.emit(CommitHistory(self.response_id, "cut"))
+        self._commit("cut")
 
     def _on_cancel_before_start(self, reason: str | None = None) -> None:
         self._done("cancelled", reason or "client_cancelled")
+        self._finished(audio_pending=False)
 
     def _on_truncate_generating(self, audio_end_ms: int) -> None:
-        self.emit(CancelInference(self.response_id))
+        self._cancel_backend()
         self._done("cancelled", "truncated")
-        self.emit(CommitHistory(self.response_id, "cut", audio_end_ms))
+        self._finished(audio_pending=False)
+        self._commit("cut", audio_end_ms)
 
     def _on_truncate_draining(self, audio_end_ms: int) -> None:
-        self.emit(CommitHistory(self.response_id, "cut", audio_end_ms))
+        self._commit("cut", audio_end_ms)
 
     def _on_fail(self, reason: str = "backend_error") -> None:
-        self.emit(CancelInference(self.response_id))
+        self._cancel_backend()
         self._done("failed", reason)
-        self.emit(CommitHistory(self.response_id, "cut"))
+        self._finished(audio_pending=False)
+        self._commit("cut")
 
     # Queries --------------------------------------------------------------------------
     @property

@@ -5,7 +5,7 @@ region follows the session's latest response (idle -> generating -> draining, or
 interrupted). One event may move both regions at once, which is exactly barge-in: the same
 `speech_started` that starts the user's turn interrupts the assistant.
 
-Rules it guarantees (see ../shared/REALTIME_CONTRACT.md):
+Rules it guarantees (docs/protocol.md):
 
 - Rule 1, barge-in: with server VAD and `interrupt_response`, `speech_started` while the
   latest response is generating, or draining (generated, audio not yet acknowledged as
@@ -15,13 +15,20 @@ Rules it guarantees (see ../shared/REALTIME_CONTRACT.md):
 - Turn detection is a guard: VAD events move the input region only in server VAD mode;
   in manual mode only a client `commit` commits, and auto response needs server VAD with
   `create_response` (or a commit that asks for it).
-- Rule 4, clear addressing: `clear` (from `output_audio_buffer.clear` or `response.cancel`)
-  interrupts only when it targets the latest live response; a clear naming an older response
-  emits `InterruptResponse` for that one, and the output region does not move.
-- Rule 3: a cancel with nothing live is rejected by the caller (`response_not_active`);
-  the chart's `is_output_live` says which case holds.
+- Rule 4, clear addressing: `clear` (`output_audio_buffer.clear`) and `cancel`
+  (`response.cancel`) interrupt only when they target the latest live response; one naming an
+  older response emits `InterruptResponse` for that one, and the output region does not move.
+  A clear of the latest response with nothing live is still answered (`AnswerClear`): the
+  client's buffer is empty now.
+- Rule 3: a `cancel` with nothing live (no live latest response, and the named one, if any,
+  not live either) is rejected (`Reject("response_not_active")`), like the empty commit.
+- `close` (the session ends: expiry, drain) interrupts the latest response only while it is
+  generating, so it gets its terminal; a reply already generated is left as it stands.
+- The output region hears of a response's end only through the response chart's own
+  `ResponseFinished` / `ResponseSettled` effects, routed here by the core as
+  `response_finished` / `response_settled`: nothing keeps the two charts in step by hand.
 - The vllm-omni commit bridge: a commit with `final=False` is acknowledged and ignored.
-- A commit with no audio is rejected (`RejectCommit`), never a silent empty turn (rule 7).
+- A commit with no audio is rejected (`Reject`), never a silent empty turn (rule 7).
 """
 
 from __future__ import annotations
@@ -34,11 +41,12 @@ from statecharts.base import Chart
 from statecharts.effects import (
     AnnounceSpeechStarted,
     AnnounceSpeechStopped,
+    AnswerClear,
     CommitInput,
     CreateResponse,
     InterruptResponse,
     InterruptResponses,
-    RejectCommit,
+    Reject,
 )
 
 TurnDetection = Literal["server_vad", "manual"]
@@ -89,9 +97,24 @@ class SessionChart(Chart):
                 | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
                 | generating.to.itself(internal=True, on="_on_clear_older")
                 | draining.to.itself(internal=True, on="_on_clear_older")
+                | idle.to.itself(internal=True, cond="targets_latest", on="_answer_clear")
+                | interrupted.to.itself(internal=True, cond="targets_latest", on="_answer_clear")
                 | idle.to.itself(internal=True, on="_on_clear_older")
                 | interrupted.to.itself(internal=True, on="_on_clear_older")
             )
+            cancel = (
+                generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+                | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+                | generating.to.itself(internal=True, on="_on_clear_older")
+                | draining.to.itself(internal=True, on="_on_clear_older")
+                | idle.to.itself(internal=True, cond="names_live_response", on="_on_clear_older")
+                | interrupted.to.itself(
+                    internal=True, cond="names_live_response", on="_on_clear_older"
+                )
+                | idle.to.itself(internal=True, on="_reject_cancel")
+                | interrupted.to.itself(internal=True, on="_reject_cancel")
+            )
+            close = generating.to(interrupted, on="_on_clear_latest")
             interrupted.to(idle)
 
     def __init__(
@@ -137,6 +160,12 @@ class SessionChart(Chart):
     def targets_latest(self, response_id: str | None = None) -> bool:
         return response_id is None or response_id == self.latest_response_id
 
+    def names_live_response(
+        self, response_id: str | None = None, target_live: bool = False
+    ) -> bool:
+        """A cancel naming a response that is still live (the caller knows which are)."""
+        return response_id is not None and target_live
+
     # Actions --------------------------------------------------------------------------
     def _on_speech_started(self, audio_start_ms: int) -> None:
         self.emit(AnnounceSpeechStarted(audio_start_ms))
@@ -157,9 +186,15 @@ class SessionChart(Chart):
         if wanted:
             self.emit(CreateResponse())
 
+    def _reject_cancel(self) -> None:
+        self.emit(Reject("response_not_active", "There is no active response to cancel."))
+
+    def _answer_clear(self, response_id: str | None = None) -> None:
+        self.emit(AnswerClear(response_id))
+
     def _reject_empty(self) -> None:
         self.emit(
-            RejectCommit(
+            Reject(
                 "input_audio_buffer_commit_empty",
                 "Error committing input audio buffer: the buffer is empty.",
             )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +188,7 @@ class Decoder:
         params: GenerationParameters,
         should_stop: Callable[[], bool],
         stats: GenerationStats | None = None,
-    ) -> Iterator[Step]:
+    ) -> Generator[Step, None, None]:
         """Steps of the answer; `should_stop` is asked before every forward pass.
 
         When it says stop, the generator ends at once with finish_reason "cancelled" and

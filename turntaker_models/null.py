@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,7 @@ import numpy.typing as npt
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import OUTPUT_SAMPLE_RATE, ContractError, decode_parameters
 from turntaker_models.settings import check_null_speed
+from turntaker_models.triton_adapter import ModelContext, Reply, first_bytes, text_tensor
 
 Audio = npt.NDArray[np.float32]
 STAGE = "null"
@@ -326,3 +327,57 @@ class NullStreams:
         except Exception:
             # The client is gone (a cancelled stream): nobody is left to tell.
             pass
+
+
+class ReplySink:
+    """One request's Reply (turntaker_models.triton_adapter) seen as a `Sink`."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    def chunk(self, text: bytes, audio: Audio) -> None:
+        self.reply.send({"TEXT_DELTA": text_tensor(text), "AUDIO_CHUNK": audio})
+
+    def error(self, message: str) -> None:
+        self.reply.fail(message)
+
+    def final(self) -> None:
+        self.reply.close()
+
+    def cancelled(self) -> bool:
+        return self.reply.is_cancelled()
+
+
+class NullService:
+    """The `null` model behind the Triton adapter: reads only REQUEST_ID and PARAMETERS."""
+
+    INPUTS = ("REQUEST_ID", "PARAMETERS")
+
+    def __init__(self, streams: NullStreams) -> None:
+        self.streams = streams
+
+    def submit(self, tensors: dict[str, npt.NDArray[Any]], reply: Reply) -> None:
+        self.streams.submit(
+            # Lenient decoding: an undecodable id still keys the board consistently.
+            first_bytes(tensors.get("REQUEST_ID")).decode(errors="replace"),
+            first_bytes(tensors.get("PARAMETERS")),
+            ReplySink(reply),
+        )
+
+    def close(self) -> None:
+        self.streams.close()
+        self.streams.board.close()
+
+
+def make_service(context: ModelContext) -> NullService:
+    """The `null` service from its config parameters and the settings' speed; started."""
+    pacing = Pacing.from_config(context.parameters, speed=context.settings.null_speed)
+    max_streams = max_streams_from_config(context.parameters)
+    streams = NullStreams(CancelBoard.open(context.settings.board_path), pacing, max_streams)
+    streams.start()
+    context.log.log_info(
+        f"null: first chunk after {pacing.first_delay_s * 1e3:.3f} ms, then "
+        f"{pacing.chunk_samples} samples every {pacing.interval_s * 1e3:.3f} ms "
+        f"(speed {pacing.speed:g}), at most {max_streams} streams"
+    )
+    return NullService(streams)

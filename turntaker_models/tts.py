@@ -1,48 +1,62 @@
-"""Text to speech for the `tts` model: the flite binary, resampled to 24 kHz with soxr.
+"""Text to speech for the `tts` model: flite in process, 24 kHz, text sent with its audio.
 
 The `cascade` ensemble sends one request per llm response (a text delta, and the sentence it
-completed, if any), and this stage streams each sentence's audio back in chunks. Three choices
-shape it:
+completed, if any), and this stage streams each sentence's audio back in chunks. Rules:
+- Text rides with the chunk where its audio ends (docs/protocol.md rule 5: text counts as
+  heard only where all of the audio it goes with was played). A TEXT_DELTA is held, per id,
+  until the sentence it belongs to is spoken; then each word of it goes out on the AUDIO_CHUNK
+  in which that word's audio ends (flite's segment end times, `WORD_END_GUARD_S` later, so
+  that the word's last sound is surely in or before that chunk), and never on an earlier one.
+  Text that flite says nothing for (punctuation, a dash) rides with the word before it; the
+  whitespace after a sentence rides with its last word. A held text that does not line up with
+  the sentence's words (a caller other than `cascade`) rides whole on the sentence's last
+  chunk. All text of a spoken reply comes out, in order, exactly as the llm wrote it.
+- Text alone passes at once where no audio is coming for it: `audio=false` generations, a
+  request without REQUEST_ID, whitespace while nothing is held or being spoken for that id,
+  and a sentence with nothing speakable (its text goes out as a text-only response after the
+  audio before it).
 - Clause by clause: a sentence is cut at clause punctuation (and at most `MAX_PIECE_WORDS`
-  words) and each piece is synthesised by its own flite run, so the first audio leaves after the
-  first clause rather than the whole sentence, and a cancel lands between pieces instead of
-  after the whole sentence has been synthesised. flite pauses at commas anyway, so the seams
-  sound like the pauses it would have made.
+  words) and each piece is synthesised on its own, so the first audio leaves after the first
+  clause rather than the whole sentence, and a cancel lands between pieces instead of after
+  the whole sentence has been synthesised. flite pauses at commas anyway, so the seams sound
+  like the pauses it would have made.
 - Ordered: sentences of one request id must play in order, so every request id is pinned to
   one worker thread (a bounded queue each); different ids may run on other workers.
 - Cancellable: before each piece and each chunk the worker asks the stream and the cancel board
-  (Triton does not pass stream cancels into ensemble steps; see cancel_board.py).
+  (Triton does not pass stream cancels into ensemble steps; see cancel_board.py); a cancelled
+  id's held text is dropped and no more of its text passes.
+- Bounded: text is held for at most `MAX_HELD_STREAMS` ids (the least recently used goes
+  first) and `MAX_HELD_CHARS` characters each.
 
-Text passes through: Triton 2.51 refuses an ensemble whose outputs come from two different
-decoupled steps, so in `cascade` the llm's text deltas reach the client through this stage too.
-Every llm response is one request here (TEXT_DELTA, SENTENCE). `Speaker.submit` sends a non-empty
-delta on at once, from the caller's thread (Triton's execute(), in arrival order), ahead of the
-audio still queued for earlier sentences: text stays in order among itself, and the text of a
-sentence may go out before that sentence's audio, never after it. A request with no sentence
-to speak (most of them: one per token) ends right there; only sentences go to the workers.
+Every data response carries both outputs (an empty TEXT_DELTA or a zero-size AUDIO_CHUNK): an
+ensemble only forms a response when all its requested outputs have a tensor of the same
+iteration, so a response with one output missing would be held back and misalign the rest.
+
+Text passes through this stage at all because Triton 2.51 refuses an ensemble whose outputs come
+from two different decoupled steps, so in `cascade` the llm's text deltas reach the client
+through this stage too. A request with no sentence to speak (most of them: one per token) ends
+at once with the final flag; its text waits here for its sentence's audio.
 """
 
 from __future__ import annotations
 
+import bisect
+import codecs
 import queue
 import re
-import shutil
-import subprocess
-import tempfile
 import threading
 import unicodedata
-import wave
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import soxr
 
+from turntaker_models import flite
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import (
     OUTPUT_SAMPLE_RATE,
@@ -50,11 +64,12 @@ from turntaker_models.contract import (
     GenerationParameters,
     decode_parameters,
 )
+from turntaker_models.triton_adapter import ModelContext, Reply, first_bytes, text_tensor
 
 Audio = npt.NDArray[np.float32]
 STAGE = "tts"
 
-FLITE_VOICES = ("slt", "kal", "kal16", "awb", "rms")
+FLITE_VOICES = flite.VOICES
 # slt is flite's clearest 16 kHz voice (kal is an 8 kHz diphone voice).
 DEFAULT_VOICE = "slt"
 # OpenAI Realtime voice names, so a client that asks for one gets a fitting flite voice.
@@ -84,11 +99,16 @@ CHUNK_SAMPLES = OUTPUT_SAMPLE_RATE // 5
 # latency; the trailing pause is kept short so that clause seams sound like commas.
 KEEP_LEAD_S = 0.02
 KEEP_TRAIL_S = 0.15
-FLITE_TIMEOUT_S = 30.0
+# A word's audio may ring on after its last segment's end time: measured on the five voices,
+# the energy of an utterance's last word fades out at most 49 ms after it (awb; the others
+# before it). A word counts as ending this much after its last segment.
+WORD_END_GUARD_S = 0.06
+MAX_HELD_STREAMS = 1024
+MAX_HELD_CHARS = 64 * 1024
 # Stop records already written, per worker pool: one per cancelled id is enough.
 _REMEMBERED_STOPS = 1024
 
-_CLAUSE_END = re.compile(r"(?<=[,;:.!?])\s+")
+_CLAUSE_PUNCTUATION = tuple(",;:.!?")
 _SPEAKABLE = re.compile(r"[A-Za-z0-9]")
 
 
@@ -110,81 +130,140 @@ def clean_text(text: str) -> str:
     return " ".join(folded.split())
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One clause to synthesise: its cleaned text and which words of the sentence it holds."""
+
+    text: str
+    words: tuple[int, ...]
+
+    @property
+    def speakable(self) -> bool:
+        return _SPEAKABLE.search(self.text) is not None
+
+
+def plan(sentence: str, max_words: int = MAX_PIECE_WORDS) -> tuple[list[str], list[Piece]]:
+    """The sentence's words (whitespace-separated, as written) and its clauses.
+
+    A clause ends after a word ending in clause punctuation, or at `max_words` words. A word
+    that cleans to nothing (a dash, an emoji) belongs to no piece: it has no audio.
+    """
+    words = sentence.split()
+    out: list[Piece] = []
+    texts: list[str] = []
+    members: list[int] = []
+    for index, word in enumerate(words):
+        # One word stays one word: a compatibility form may fold to text with a space in it
+        # ("a\u00a8b" -> "a b"), which would shift every later word's timing.
+        cleaned = clean_text(word).replace(" ", "")
+        if not cleaned:
+            continue
+        texts.append(cleaned)
+        members.append(index)
+        if cleaned.endswith(_CLAUSE_PUNCTUATION) or len(members) == max_words:
+            out.append(Piece(" ".join(texts), tuple(members)))
+            texts, members = [], []
+    if members:
+        out.append(Piece(" ".join(texts), tuple(members)))
+    return words, out
+
+
 def pieces(text: str, max_words: int = MAX_PIECE_WORDS) -> list[str]:
     """The sentence cut into clauses of at most `max_words` words; unspeakable ones dropped."""
-    out: list[str] = []
-    for clause in _CLAUSE_END.split(clean_text(text)):
-        words = clause.split()
-        for i in range(0, len(words), max_words):
-            piece = " ".join(words[i : i + max_words])
-            if _SPEAKABLE.search(piece):
-                out.append(piece)
-    return out
+    return [piece.text for piece in plan(text, max_words)[1] if piece.speakable]
 
 
-def find_flite() -> str:
-    flite = shutil.which("flite")
-    if flite is None:
-        raise TtsError("the flite binary is not installed (apt-get install flite)")
-    return flite
-
-
-def _read_wav(path: Path) -> tuple[Audio, int]:
-    with wave.open(str(path)) as wav:
-        if (wav.getnchannels(), wav.getsampwidth()) != (1, 2):
-            raise TtsError("flite wrote something other than 16-bit mono")
-        rate = wav.getframerate()
-        pcm = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
-    return pcm.astype(np.float32) / 32768.0, rate
+def _loud_span(audio: Audio, rate: int, lead_s: float, trail_s: float) -> tuple[int, int]:
+    frame = max(1, rate // 100)
+    n = audio.shape[0] // frame
+    if n == 0:
+        return 0, audio.shape[0]
+    rms = np.sqrt((audio[: n * frame].astype(np.float64).reshape(n, frame) ** 2).mean(axis=1))
+    loud = np.flatnonzero(rms > max(1e-4, 0.02 * float(rms.max())))
+    if loud.size == 0:
+        return 0, 0
+    start = max(0, int(loud[0]) * frame - int(lead_s * rate))
+    end = min(audio.shape[0], (int(loud[-1]) + 1) * frame + int(trail_s * rate))
+    return start, end
 
 
 def trim_silence(
     audio: Audio, rate: int, lead_s: float = KEEP_LEAD_S, trail_s: float = KEEP_TRAIL_S
 ) -> Audio:
     """`audio` with its silent ends cut down to `lead_s` and `trail_s`."""
-    frame = max(1, rate // 100)
-    n = audio.shape[0] // frame
-    if n == 0:
-        return audio
-    rms = np.sqrt((audio[: n * frame].astype(np.float64).reshape(n, frame) ** 2).mean(axis=1))
-    loud = np.flatnonzero(rms > max(1e-4, 0.02 * float(rms.max())))
-    if loud.size == 0:
-        return audio[:0]
-    start = max(0, int(loud[0]) * frame - int(lead_s * rate))
-    end = min(audio.shape[0], (int(loud[-1]) + 1) * frame + int(trail_s * rate))
+    start, end = _loud_span(audio, rate, lead_s, trail_s)
     return audio[start:end]
 
 
-def synthesize(text: str, voice: str, flite: str | None = None) -> Audio:
-    """One flite run: `text` spoken by flite `voice`, 24 kHz mono float32 in [-1, 1]."""
+@dataclass(frozen=True)
+class Speech:
+    """One piece spoken: 24 kHz audio, and per word of the piece's text the sample count at
+    which that word's audio has ended (non-decreasing, at most the audio's length)."""
+
+    audio: Audio
+    word_ends: tuple[int, ...]
+
+
+def _word_ends(
+    text: str, tokens: Sequence[flite.TokenTime], rate: int, start: int, length: int
+) -> tuple[int, ...]:
+    words = text.split(" ")
+    starts: list[int] = []
+    at = 0
+    for word in words:
+        starts.append(at)
+        at += len(word) + 1
+    ends = [0] * len(words)
+    guard = WORD_END_GUARD_S * rate
+    cursor = 0
+    for token in tokens:
+        found = text.find(token.name, cursor)
+        if found < 0:
+            if token.end_s is not None:
+                # Sound we cannot place: every word of the piece ends with the piece.
+                return tuple([length] * len(words))
+            continue
+        cursor = found + len(token.name)
+        if token.end_s is None:
+            continue
+        native = token.end_s * rate + guard - start
+        sample = min(length, max(0, round(native * OUTPUT_SAMPLE_RATE / rate)))
+        owner = bisect.bisect_right(starts, found) - 1
+        ends[owner] = max(ends[owner], sample)
+    running = 0
+    for i, end in enumerate(ends):
+        # A word flite said nothing for ends with the word before it.
+        running = max(running, end)
+        ends[i] = running
+    return tuple(ends)
+
+
+def speak(text: str, voice: str) -> Speech:
+    """One flite synthesis of `text` (one clause) by `voice`, with the end of every word."""
     if len(text) > MAX_SENTENCE_CHARS:
         raise ContractError(
             f"SENTENCE has {len(text)} characters, at most {MAX_SENTENCE_CHARS} allowed"
         )
-    binary = flite or find_flite()
-    with tempfile.TemporaryDirectory(prefix="turntaker-tts-") as tmp:
-        source, target = Path(tmp) / "text.txt", Path(tmp) / "speech.wav"
-        # Through a file, not argv: text that starts with "-" can never be read as an option.
-        source.write_text(text, encoding="ascii", errors="ignore")
-        try:
-            done = subprocess.run(
-                [binary, "-voice", flite_voice(voice), "-f", str(source), "-o", str(target)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                timeout=FLITE_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise TtsError(f"flite took more than {FLITE_TIMEOUT_S:.0f} s") from None
-        if done.returncode != 0 or not target.exists():
-            detail = done.stderr.decode(errors="replace").strip()[-300:]
-            raise TtsError(f"flite failed with exit code {done.returncode}: {detail}")
-        audio, rate = _read_wav(target)
-    audio = trim_silence(audio, rate)
+    text = clean_text(text)
+    if not text:
+        return Speech(np.zeros(0, np.float32), ())
+    try:
+        synthesis = flite.synth(text, flite_voice(voice))
+    except flite.FliteError as error:
+        raise TtsError(str(error)) from None
+    rate = synthesis.rate
+    native = synthesis.pcm.astype(np.float32) / 32768.0
+    start, end = _loud_span(native, rate, KEEP_LEAD_S, KEEP_TRAIL_S)
+    audio: Audio = native[start:end]
     if rate != OUTPUT_SAMPLE_RATE and audio.shape[0]:
-        audio = soxr.resample(audio, rate, OUTPUT_SAMPLE_RATE, quality="HQ")
-    return np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
+        audio = np.asarray(soxr.resample(audio, rate, OUTPUT_SAMPLE_RATE, quality="HQ"))
+    audio = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
+    return Speech(audio, _word_ends(text, synthesis.tokens, rate, start, audio.shape[0]))
+
+
+def synthesize(text: str, voice: str) -> Audio:
+    """`text` spoken by flite `voice`, 24 kHz mono float32 in [-1, 1]."""
+    return speak(text, voice).audio
 
 
 def chunks(audio: Audio, first: int, size: int = CHUNK_SAMPLES) -> Iterator[Audio]:
@@ -206,7 +285,7 @@ class Sink(Protocol):
 
     def text(self, text: bytes, final: bool) -> None: ...
 
-    def chunk(self, audio: Audio) -> None: ...
+    def chunk(self, audio: Audio, text: bytes = b"") -> None: ...
 
     def error(self, message: str) -> None: ...
 
@@ -233,24 +312,172 @@ class SpeechJob:
             return False
         if not self.request_id:
             return True
+        return self.audio()
+
+    def audio(self) -> bool:
+        """Whether audio is coming for this id (bad PARAMETERS: assume so; the worker reports
+        them in order)."""
         try:
             return decode_parameters(self.parameters).audio
         except ContractError:
             return True
 
 
+@dataclass
+class _Held:
+    # Text received for one id and not yet sent; `base` is its offset in all text received.
+    text: str = ""
+    base: int = 0
+    jobs: int = 0
+    decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+
+
+def align(text: str, words: Sequence[str]) -> list[int] | None:
+    """Where each of `words` ends in `text`, which must hold them in order, separated by
+    whitespace only, from its start; None when it does not."""
+    ends: list[int] = []
+    at = 0
+    for word in words:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if not text.startswith(word, at):
+            return None
+        at += len(word)
+        ends.append(at)
+    return ends
+
+
+class HeldText:
+    """The text each request id received and has not sent yet (see the module docstring)."""
+
+    def __init__(
+        self, max_streams: int = MAX_HELD_STREAMS, max_chars: int = MAX_HELD_CHARS
+    ) -> None:
+        self._streams: OrderedDict[str, _Held] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max_streams = max_streams
+        self._max_chars = max_chars
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def submit(self, request_id: str, text: bytes, sentence: bool) -> bytes:
+        """Hold `text` for `request_id` (and count a sentence job if `sentence`); returns the
+        text to pass on at once instead (whitespace with nothing held or being spoken)."""
+        with self._lock:
+            held = self._streams.get(request_id)
+            if held is None:
+                if not sentence and (not text or text.isspace()):
+                    return text
+                held = self._streams[request_id] = _Held()
+                while len(self._streams) > self._max_streams:
+                    self._streams.popitem(last=False)
+            else:
+                if not sentence and not held.jobs and not held.text and text.isspace():
+                    return text
+                self._streams.move_to_end(request_id)
+            piece = held.decoder.decode(text)
+            if len(held.text) + len(piece) <= self._max_chars:
+                held.text += piece
+            if sentence:
+                held.jobs += 1
+            return b""
+
+    def snapshot(self, request_id: str) -> tuple[int, str]:
+        with self._lock:
+            held = self._streams.get(request_id)
+            return (held.base, held.text) if held is not None else (0, "")
+
+    def take(self, request_id: str, upto: int, whitespace_after: bool = False) -> bytes:
+        """The held text up to offset `upto` (of all text received), and the whitespace held
+        right after it if `whitespace_after`; removed from the store."""
+        with self._lock:
+            held = self._streams.get(request_id)
+            if held is None:
+                return b""
+            cut = max(0, min(len(held.text), upto - held.base))
+            if whitespace_after:
+                while cut < len(held.text) and held.text[cut].isspace():
+                    cut += 1
+            out, held.text = held.text[:cut], held.text[cut:]
+            held.base += cut
+            return out.encode()
+
+    def done(self, request_id: str) -> None:
+        """A sentence job of `request_id` ended; the id is forgotten once nothing is left."""
+        with self._lock:
+            held = self._streams.get(request_id)
+            if held is None:
+                return
+            held.jobs = max(0, held.jobs - 1)
+            if not held.jobs and not held.text:
+                del self._streams[request_id]
+
+    def drop(self, request_id: str) -> None:
+        with self._lock:
+            self._streams.pop(request_id, None)
+
+
+class _Release:
+    """Which held text goes out with which chunk of one sentence."""
+
+    def __init__(self, held: HeldText, request_id: str, words: Sequence[str]) -> None:
+        self.held = held
+        self.request_id = request_id
+        base, text = held.snapshot(request_id)
+        ends = align(text, words)
+        # Offsets (in all text received) where each word's text ends; None: not lined up.
+        self.char_ends = None if ends is None else [base + end for end in ends]
+        # Not lined up: all that is known of the text held now is that it came before this
+        # sentence was spoken, so it rides on the sentence's last chunk.
+        self.held_end = base + len(text)
+        # Per word, the sentence sample at which its audio has ended (None: not spoken yet).
+        self.sample_ends: list[int | None] = [None] * len(words)
+        self.next = 0
+
+    def known(self, word: int, sample: int) -> None:
+        self.sample_ends[word] = sample
+
+    def silent(self, word: int) -> None:
+        # No audio at all: it rides with the words before it.
+        if self.sample_ends[word] is None:
+            self.sample_ends[word] = 0
+
+    def upto(self, played: int) -> bytes:
+        """The text of the words not sent yet whose audio has ended by sample `played`."""
+        if self.char_ends is None:
+            return b""
+        while self.next < len(self.sample_ends):
+            end = self.sample_ends[self.next]
+            if end is None or end > played:
+                break
+            self.next += 1
+        if self.next == 0:
+            return b""
+        return self.held.take(self.request_id, self.char_ends[self.next - 1])
+
+    def rest(self) -> bytes:
+        """Everything of this sentence not sent yet, with the whitespace after it."""
+        self.next = len(self.sample_ends)
+        if self.char_ends is None:
+            return self.held.take(self.request_id, self.held_end)
+        last = self.char_ends[-1] if self.char_ends else 0
+        return self.held.take(self.request_id, last, whitespace_after=True)
+
+
 class Speaker:
     """Speaks jobs on `workers` threads; jobs of one request id run in order on one thread."""
 
-    def __init__(
-        self,
-        board: CancelBoard,
-        workers: int = 2,
-        queue_size: int = 64,
-        flite: str | None = None,
-    ) -> None:
+    def __init__(self, board: CancelBoard, workers: int = 2, queue_size: int = 64) -> None:
         self.board = board
-        self.flite = flite or find_flite()
+        try:
+            # Every voice now: a missing library fails the model's load, not a request.
+            flite.load_voices()
+        except flite.FliteError as error:
+            raise TtsError(str(error)) from None
+        self.held = HeldText()
         self._stopped: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._queues: list[queue.Queue[tuple[SpeechJob, Sink] | None]] = [
@@ -264,7 +491,8 @@ class Speaker:
             thread.start()
 
     def submit(self, job: SpeechJob, sink: Sink) -> None:
-        """Pass `job`'s text on now; queue its sentence, if any, else end the request.
+        """Hold `job`'s text for its audio (or pass it on now); queue its sentence, if any,
+        else end the request.
 
         Blocks while the worker's queue is full (back-pressure on Triton); only requests with
         a sentence (or an error to report) take a place in it.
@@ -272,6 +500,8 @@ class Speaker:
         speak = job.needs_worker()
         # A cancelled id passes no more text on (a board check costs ~12 µs).
         text = job.text if job.text and not self.board.cancelled(job.request_id) else b""
+        if job.request_id and job.audio():
+            text = self.held.submit(job.request_id, text, sentence=speak)
         if not speak:
             if text:
                 sink.text(text, final=True)
@@ -302,11 +532,15 @@ class Speaker:
             except Exception:
                 # The sender itself failed (client gone): nothing more can reach the caller,
                 # but the worker must live on for the other streams.
+                self.held.drop(job.request_id)
                 continue
+            finally:
+                self.held.done(job.request_id)
 
     def _is_cancelled(self, request_id: str, sink: Sink) -> bool:
         if not (sink.cancelled() or self.board.cancelled(request_id)):
             return False
+        self.held.drop(request_id)
         # Also serialises record_stop: the board's flock is per open file, so it does not keep
         # this process's worker threads apart.
         with self._lock:
@@ -322,9 +556,11 @@ class Speaker:
         try:
             self._speak(job, sink)
         except (ContractError, TtsError) as error:
+            self.held.drop(job.request_id)
             sink.error(f"tts: {error}")
             return
         except Exception as error:
+            self.held.drop(job.request_id)
             sink.error(f"tts: {type(error).__name__}: {error}")
             return
         sink.final()
@@ -343,13 +579,104 @@ class Speaker:
             )
         if not params.audio:
             return
+        words, clauses = plan(sentence)
+        release = _Release(self.held, job.request_id, words)
+        spoken = {word for piece in clauses if piece.speakable for word in piece.words}
+        for word in range(len(words)):
+            if word not in spoken:
+                release.silent(word)
+        speakable = [i for i, piece in enumerate(clauses) if piece.speakable]
+        last_piece = speakable[-1] if speakable else -1
         first = FIRST_CHUNK_SAMPLES
-        for piece in pieces(sentence):
+        offset = 0
+        finished = False
+        for index, piece in enumerate(clauses):
+            if not piece.speakable:
+                continue
             if self._is_cancelled(job.request_id, sink):
                 return
-            audio = synthesize(piece, params.voice, self.flite)
-            for chunk in chunks(audio, first):
+            speech = speak(piece.text, params.voice)
+            for word, end in zip(piece.words, speech.word_ends, strict=True):
+                release.known(word, offset + end)
+            parts = list(chunks(speech.audio, first))
+            played = offset
+            for number, chunk in enumerate(parts):
                 if self._is_cancelled(job.request_id, sink):
                     return
-                sink.chunk(np.ascontiguousarray(chunk, dtype=np.float32))
-            first = CHUNK_SAMPLES
+                played += chunk.shape[0]
+                finished = index == last_piece and number == len(parts) - 1
+                text = release.rest() if finished else release.upto(played)
+                sink.chunk(np.ascontiguousarray(chunk, dtype=np.float32), text)
+            offset = played
+            if parts:
+                first = CHUNK_SAMPLES
+        if finished or self._is_cancelled(job.request_id, sink):
+            return
+        # Nothing was spoken for what is left (no speakable piece, or its audio was silence):
+        # it goes out as text alone, after the audio before it.
+        rest = release.rest()
+        if rest:
+            sink.text(rest, final=False)
+
+
+_NO_AUDIO: Audio = np.zeros(0, np.float32)
+
+
+class ReplySink:
+    """One request's Reply (turntaker_models.triton_adapter) seen as a `Sink`."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    def _send(self, text: bytes, audio: Audio, final: bool = False) -> None:
+        outputs = {
+            "TEXT_DELTA": text_tensor(text),
+            "AUDIO_CHUNK": np.ascontiguousarray(audio, dtype=np.float32),
+        }
+        self.reply.send(outputs, final=final)
+
+    def text(self, text: bytes, final: bool) -> None:
+        self._send(text, _NO_AUDIO, final)
+
+    def chunk(self, audio: Audio, text: bytes = b"") -> None:
+        self._send(text, audio)
+
+    def error(self, message: str) -> None:
+        self.reply.fail(message)
+
+    def final(self) -> None:
+        self.reply.close()
+
+    def cancelled(self) -> bool:
+        return self.reply.is_cancelled()
+
+
+class TtsService:
+    """The `tts` model behind the Triton adapter: each request becomes a `SpeechJob`."""
+
+    INPUTS = ("REQUEST_ID", "TEXT_DELTA", "SENTENCE", "PARAMETERS")
+
+    def __init__(self, board: CancelBoard, workers: int = 2) -> None:
+        self.board = board
+        self.speaker = Speaker(board, workers=workers)
+
+    def submit(self, tensors: dict[str, npt.NDArray[Any]], reply: Reply) -> None:
+        # Decoding the id is left lenient here; the worker checks it and answers in order.
+        job = SpeechJob(
+            request_id=first_bytes(tensors.get("REQUEST_ID")).decode(errors="replace"),
+            sentence=first_bytes(tensors.get("SENTENCE")),
+            parameters=first_bytes(tensors.get("PARAMETERS")),
+            text=first_bytes(tensors.get("TEXT_DELTA")),
+        )
+        self.speaker.submit(job, ReplySink(reply))
+
+    def close(self) -> None:
+        self.speaker.close()
+        self.board.close()
+
+
+def make_service(context: ModelContext) -> TtsService:
+    """The `tts` service from its config: WORKERS threads (default 2)."""
+    return TtsService(
+        CancelBoard.open(context.settings.board_path), workers=context.integer("WORKERS", 2)
+    )

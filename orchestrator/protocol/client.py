@@ -54,7 +54,7 @@ class InputAudioBufferAppend(
 class InputAudioBufferCommit(
     _ClientEvent, frozen=True, kw_only=True, tag="input_audio_buffer.commit"
 ):
-    # vllm-omni extensions (contract: "Client events"); None means "not sent".
+    # vllm-omni extensions (docs/protocol.md, "Extensions"); None means "not sent".
     create_response: bool | None = None
     final: bool | None = None
 
@@ -117,7 +117,10 @@ class OutputAudioBufferClear(
 
 
 class PlaybackAck(_ClientEvent, frozen=True, kw_only=True, tag="playback.ack"):
-    """Extension: how much of a response's audio the client has actually played."""
+    """Extension: how much of a response's audio the client has actually played.
+
+    Whole ms: the wire may carry fractions (`client_wire.WirePlaybackAck`), floored there.
+    """
 
     response_id: str
     item_id: str | None = None

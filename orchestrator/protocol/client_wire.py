@@ -1,21 +1,32 @@
-"""Wire spellings of `conversation.item.create` and `response.create`, and their checks.
+"""Wire spellings of `conversation.item.create`, `response.create` and `playback.ack`.
 
 Items may use beta content names (`text`, `audio`) whose meaning depends on the role, and
 they carry audio and images that must be checked against the session before anything
-stores them. All of that happens here, once, at the edge.
+stores them. A `playback.ack` may count its cursors in fractional milliseconds (a client
+that counts samples sends `samples / 24`); they are floored to whole ms here, so the core
+only ever sees ints (docs/protocol.md, "playback.ack"). All of that happens here, once, at
+the edge.
 """
 
 from __future__ import annotations
 
 import binascii
+import math
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
+from msgspec import Meta
 
-from .client import ConversationItemCreate, ResponseCreate, ResponseParams
+from .client import (
+    ConversationItemCreate,
+    NonNegative,
+    PlaybackAck,
+    ResponseCreate,
+    ResponseParams,
+)
 from .errors import InvalidInput
 from .items import (
     ContentPart,
@@ -32,10 +43,12 @@ from .session_wire import WireMaxTokens, normalize_modalities
 
 __all__ = [
     "WireConversationItemCreate",
+    "WirePlaybackAck",
     "WireResponseCreate",
     "check_image_url",
     "check_pcm_length",
     "normalize_item_create",
+    "normalize_playback_ack",
     "normalize_response_create",
 ]
 
@@ -84,6 +97,40 @@ class WireResponseCreate(
 ):
     event_id: str | None = None
     response: WireResponseParams | None = None
+
+
+# An int stays an int (no float rounding of big values); a fraction is a float. Either way
+# msgspec rejects negatives, strings, booleans and numbers out of float range ("1e400") with
+# the field's path, so those stay precise `invalid_value` errors.
+WireMs = NonNegative | Annotated[float, Meta(ge=0)]
+
+
+class WirePlaybackAck(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="playback.ack"
+):
+    event_id: str | None = None
+    response_id: str
+    item_id: str | None = None
+    played_ms: WireMs
+    committed_ms: WireMs | None = None
+    truncate: bool | None = None
+
+
+def _whole_ms(value: int | float) -> int:
+    # Floor, not round: a cursor must never claim audio the client has not played yet.
+    # math.floor of a finite float is exact; msgspec never yields inf or nan from JSON.
+    return value if isinstance(value, int) else math.floor(value)
+
+
+def normalize_playback_ack(wire: WirePlaybackAck) -> PlaybackAck:
+    return PlaybackAck(
+        event_id=wire.event_id,
+        response_id=wire.response_id,
+        item_id=wire.item_id,
+        played_ms=_whole_ms(wire.played_ms),
+        committed_ms=None if wire.committed_ms is None else _whole_ms(wire.committed_ms),
+        truncate=wire.truncate,
+    )
 
 
 def check_pcm_length(audio: bytes, fmt: AudioFormat, param: str) -> None:

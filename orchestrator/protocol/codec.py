@@ -23,14 +23,15 @@ from .client import (
     InputAudioBufferClear,
     InputAudioBufferCommit,
     OutputAudioBufferClear,
-    PlaybackAck,
     ResponseCancel,
 )
 from .client_wire import (
     WireConversationItemCreate,
+    WirePlaybackAck,
     WireResponseCreate,
     check_pcm_length,
     normalize_item_create,
+    normalize_playback_ack,
     normalize_response_create,
 )
 from .errors import InvalidInput, ProtocolError, from_validation_error
@@ -59,7 +60,7 @@ _WireClientEvent = (
     | WireResponseCreate
     | ResponseCancel
     | OutputAudioBufferClear
-    | PlaybackAck
+    | WirePlaybackAck
     | ConversationContextRetrieve
 )
 
@@ -208,6 +209,8 @@ def _decode(
             return normalize_item_create(wire, input_audio_format)
         if isinstance(wire, WireResponseCreate):
             return normalize_response_create(wire)
+        if isinstance(wire, WirePlaybackAck):
+            return normalize_playback_ack(wire)
         return wire
     except InvalidInput as exc:
         return exc.to_error(wire.event_id)
@@ -221,7 +224,7 @@ def decode_client_event(
 ) -> ClientEvent | ProtocolError:
     """Parse one WebSocket message into a client event, or say precisely what is wrong.
 
-    Never raises (contract rule 7). `input_audio_format` is the session's current input
+    Never raises (docs/protocol.md rule 7). `input_audio_format` is the session's current input
     format; it decides whether an odd audio length is an error (pcm16) or fine (G.711).
     """
     try:

@@ -1,4 +1,4 @@
-"""Protocol errors: what a bad client event turns into (contract rule 7).
+"""Protocol errors: what a bad client event turns into (docs/protocol.md rule 7).
 
 A `ProtocolError` is a value, not an exception: `decode_client_event` returns it so the
 session loop answers with an `error` event and carries on, instead of unwinding.

@@ -28,7 +28,7 @@ StatusReason = Literal["turn_detected", "client_cancelled", "max_output_tokens",
 
 
 class StatusError(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a `failed` response failed (contract rule 8: reported, not hidden)."""
+    """Why a `failed` response failed (docs/protocol.md rule 8: reported, not hidden)."""
 
     type: str
     code: str | None = None

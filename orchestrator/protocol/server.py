@@ -362,7 +362,7 @@ class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
     code: str | None = None
     message: str
     param: str | None = None
-    # The client event that caused it (contract: every such error carries it).
+    # The client event that caused it (docs/protocol.md, "Conventions").
     event_id: str | None = None
 
 
@@ -378,7 +378,7 @@ class PlaybackAcknowledged(_ServerEvent, frozen=True, kw_only=True, tag="playbac
     item_id: str | None = None
     played_ms: int
     committed_ms: int | None = None
-    # True once this ACK put the whole reply into the model's history (contract rule 5).
+    # True once this ACK put the whole reply into the model's history (docs/protocol.md rule 5).
     history_committed: bool
 
 

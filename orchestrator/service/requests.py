@@ -7,13 +7,14 @@ sent as audio (16 kHz) with its transcript when one is known.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
 
 from orchestrator import conversation as conv
-from orchestrator.signals import InferenceRequest
+from orchestrator.actions import InferenceRequest
+from orchestrator.audio import decode_input
 from orchestrator.triton.pipeline_client import PipelineRequest
 from turntaker_models.contract import (
     AudioPart,
@@ -26,14 +27,11 @@ from turntaker_models.contract import (
 )
 
 Audio16k = npt.NDArray[np.float32]
-# Turns a user audio part's bytes (the session's input format) into 16 kHz float samples.
-AudioDecoder = Callable[[bytes], Audio16k]
 
 
 def pipeline_request(
     request_id: str,
     request: InferenceRequest,
-    decode_audio: AudioDecoder,
     *,
     default_max_tokens: int,
     transcripts: Mapping[str, str] | None = None,
@@ -59,7 +57,8 @@ def pipeline_request(
                 if transcript is not None and not audio_with_transcript:
                     segments.append(np.zeros(0, np.float32))
                 else:
-                    segments.append(decode_audio(content.audio))
+                    # Each part in the format it was recorded in, whatever the session uses now.
+                    segments.append(decode_input(content.audio, content.format))
             elif isinstance(content, conv.InputImage):
                 parts.append(ImagePart(content.image_url))
             elif isinstance(content, conv.OutputAudio):

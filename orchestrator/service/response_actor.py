@@ -10,7 +10,7 @@ that was already in flight is dropped by the fence in the core.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -18,22 +18,20 @@ import numpy as np
 import numpy.typing as npt
 import trio
 
-from orchestrator.service.endpoints import Endpoint, EndpointPool, NoHealthyEndpoint
-from orchestrator.service.requests import AudioDecoder, pipeline_request
-from orchestrator.signals import (
+from orchestrator.actions import StartBackend
+from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
     BackendEvent,
     BackendFailed,
     BackendText,
-    StartBackend,
 )
+from orchestrator.service.endpoints import Endpoint, EndpointPool, NoHealthyEndpoint
+from orchestrator.service.requests import pipeline_request
 from orchestrator.triton.pipeline_client import PipelineChunk, PipelineError
 from orchestrator.triton.trio_bridge import TritonStream, open_pipeline_stream
 
 Post = Callable[[BackendEvent], Awaitable[None]]
-# Transcripts of the given items' audio, waiting for those still being transcribed.
-Transcripts = Callable[[list[str]], Awaitable[Mapping[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -60,16 +58,15 @@ class ResponseActor:
         request_id: str,
         services: ResponseServices,
         *,
-        decode_audio: AudioDecoder,
         post: Post,
-        transcripts: Transcripts | None = None,
+        audio_with_transcript: bool = True,
     ) -> None:
         self.action = action
         self.request_id = request_id
         self.services = services
-        self._decode_audio = decode_audio
         self._post = post
-        self._transcripts = transcripts
+        # False for the cascade, which hears through the core's transcripts (in the action).
+        self._audio_with_transcript = audio_with_transcript
         self._cancelled = False
         self._current: trio.CancelScope | None = None
 
@@ -99,21 +96,14 @@ class ResponseActor:
         except NoHealthyEndpoint as error:
             await self._post(BackendFailed(rid, seq, str(error)))
             return
-        known: Mapping[str, str] = {}
-        if self._transcripts is not None:
-            # The cascade hears through ASR: wait for the turn's transcript (it is being made
-            # already) rather than transcribing the same audio twice. Barge-in cancels the wait.
-            with self._cancellable() as waiting:
-                known = await self._transcripts([item.id for item in action.request.items])
-            if waiting.cancelled_caught:
-                return  # the core already closed this response (fence and terminal)
+        if self._cancelled:
+            return  # the core already closed this response (fence and terminal)
         request = pipeline_request(
             self.request_id,
             action.request,
-            self._decode_audio,
             default_max_tokens=self.services.default_max_tokens,
-            transcripts=known,
-            audio_with_transcript=self._transcripts is None,
+            transcripts=action.transcripts,
+            audio_with_transcript=self._audio_with_transcript,
         )
         audio_mode = request.parameters.audio
         tokens = 0

@@ -16,13 +16,19 @@ import hypercorn.trio
 import trio
 
 from orchestrator.service.access import AccessControl, AccessSettings, settings_from_config
-from orchestrator.service.app import AppState, build_app, drain
+from orchestrator.service.app import (
+    AppState,
+    build_app,
+    drain,
+    install_transport_limit,
+    transport_max_message_bytes,
+)
 from orchestrator.service.config import PIPELINES, ServiceConfig, load_config
 from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.loop_lag import LagSink, probe_loop_lag
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseServices
-from orchestrator.service.session_actor import SessionServices, VadService
+from orchestrator.service.session_services import SessionServices, VadService
 from orchestrator.service.transcriber import TritonTranscriber
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from orchestrator.vad_batcher import VadBatcher, VadBatcherConfig
@@ -187,7 +193,10 @@ async def serve(
         hyper = hypercorn.config.Config()
         hyper.bind = [f"{config.host}:{config.port}"]
         hyper.accesslog = None
-        hyper.websocket_max_message_size = config.max_message_bytes
+        # Twice our own limit and more: a message up to there reaches the session and gets
+        # `message_too_large`; only beyond it is the socket closed (1009, with a reason).
+        hyper.websocket_max_message_size = transport_max_message_bytes(config)
+        install_transport_limit()
         # The listener stays open while draining: new clients get a clear 1013, not a refusal.
         await nursery.start(hypercorn.trio.serve, app, hyper)
         task_status.started([f"http://{config.host}:{config.port}"])

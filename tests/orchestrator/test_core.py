@@ -1,39 +1,43 @@
-"""SessionCore scenarios, one per contract rule, driven in memory (no sockets, no model)."""
+"""SessionCore scenarios, one per rule of docs/protocol.md, driven in memory (no sockets, no model)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from orchestrator import conversation as conv
-from orchestrator.core import CoreConfig, Output, SessionCore
+from orchestrator.actions import CancelBackend, StartBackend
+from orchestrator.core import CoreConfig, SessionCore, Step
+from orchestrator.inputs import (
+    BackendAudio,
+    BackendDone,
+    BackendFailed,
+    VadSpeechStarted,
+    VadSpeechStopped,
+)
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import SessionPatch
-from orchestrator.signals import (
-    BackendAudio,
-    BackendDone,
-    BackendFailed,
-    CancelBackend,
-    StartBackend,
-    VadSpeechStarted,
-    VadSpeechStopped,
-)
 
 MS = 48  # bytes of pcm16 24 kHz audio per ms
 
 
-def kinds(out: list[Output]) -> list[str]:
+def flat(out: Step) -> list[object]:
+    """Actions first: the actor carries them out before it queues the step's events."""
+    return [*out.actions, *out.events]
+
+
+def kinds(out: Step) -> list[str]:
     return [
         str(type(o).__struct_config__.tag)
         if hasattr(type(o), "__struct_config__")
         else type(o).__name__
-        for o in out
+        for o in flat(out)
     ]
 
 
-def of(out: list[Output], cls: type[Any]) -> list[Any]:
-    return [o for o in out if isinstance(o, cls)]
+def of(out: Step, cls: type[Any]) -> list[Any]:
+    return [o for o in flat(out) if isinstance(o, cls)]
 
 
 class Harness:
@@ -42,7 +46,7 @@ class Harness:
         self.core.open()
         self.clock = 0
 
-    def speak(self, ms: int = 500) -> list[Output]:
+    def speak(self, ms: int = 500) -> Step:
         out = self.core.client(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * ms))
         out += self.core.vad(VadSpeechStarted(self.clock))
         self.clock += ms
@@ -58,7 +62,7 @@ class Harness:
         return rid, seq, self.core.ledger.item_id(rid)
 
     def context(self) -> se.ConversationContext:
-        [event] = self.core.client(ce.ConversationContextRetrieve())
+        [event] = self.core.client(ce.ConversationContextRetrieve()).events
         assert isinstance(event, se.ConversationContext)
         return event
 
@@ -100,8 +104,8 @@ def test_rule2_late_output_of_interrupted_response_never_reaches_client() -> Non
     old = of(h.speak(), StartBackend)[0]
     h.core.vad(VadSpeechStarted(1000))
     new = of(h.core.vad(VadSpeechStopped(1500)), StartBackend)[0]
-    assert h.core.backend(BackendAudio(old.response_id, old.seq, b"\0" * MS * 20)) == []
-    assert h.core.backend(BackendDone(old.response_id, old.seq)) == []
+    assert h.core.backend(BackendAudio(old.response_id, old.seq, b"\0" * MS * 20)) == Step()
+    assert h.core.backend(BackendDone(old.response_id, old.seq)) == Step()
     first = h.core.backend(BackendAudio(new.response_id, new.seq, b"\0" * MS * 20, "a"))
     second = h.core.backend(BackendAudio(new.response_id, new.seq, b"\1" * MS * 20, "b"))
     deltas = of(first + second, se.ResponseOutputAudioDelta)
@@ -110,7 +114,7 @@ def test_rule2_late_output_of_interrupted_response_never_reaches_client() -> Non
 
 def test_rule3_cancel_with_nothing_active_is_harmless_error_with_event_id() -> None:
     h = Harness()
-    [err] = h.core.client(ce.ResponseCancel(event_id="evt_9"))
+    [err] = h.core.client(ce.ResponseCancel(event_id="evt_9")).events
     assert isinstance(err, se.ErrorEvent)
     assert err.error.code == "response_not_active" and err.error.event_id == "evt_9"
 
@@ -150,10 +154,10 @@ def test_rule4_clear_of_latest_generating_interrupts_it() -> None:
 def test_rule5_reply_enters_history_only_after_full_ack() -> None:
     h = Harness()
     rid, _, item_id = h.turn(audio_ms=200, text="Hello there.")
-    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, played_ms=120))
+    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, played_ms=120)).events
     assert isinstance(ack, se.PlaybackAcknowledged) and not ack.history_committed
     assert h.core.conversation.get(item_id).is_empty_boundary
-    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, item_id=item_id, played_ms=200))
+    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, item_id=item_id, played_ms=200)).events
     assert isinstance(ack, se.PlaybackAcknowledged) and ack.history_committed
     assert h.core.conversation.get(item_id).content == (conv.OutputAudio("Hello there.", 200),)
 
@@ -219,7 +223,7 @@ def test_rule7_unknown_item_ids_get_item_not_found_and_session_goes_on() -> None
         ce.ConversationItemRetrieve(item_id="nope", event_id="e1"),
         ce.ConversationItemTruncate(item_id="nope", content_index=0, audio_end_ms=0, event_id="e1"),
     ):
-        [err] = h.core.client(event)
+        [err] = h.core.client(event).events
         assert isinstance(err, se.ErrorEvent)
         assert (err.error.code, err.error.event_id) == ("item_not_found", "e1")
     assert of(h.speak(), StartBackend)
@@ -228,19 +232,19 @@ def test_rule7_unknown_item_ids_get_item_not_found_and_session_goes_on() -> None
 def test_rule7_playback_ack_errors() -> None:
     h = Harness()
     rid, _, _ = h.turn()
-    [err] = h.core.client(ce.PlaybackAck(response_id="resp_x", played_ms=1))
+    [err] = h.core.client(ce.PlaybackAck(response_id="resp_x", played_ms=1)).events
     assert isinstance(err, se.ErrorEvent) and err.error.code == "playback_item_not_found"
-    [err] = h.core.client(ce.PlaybackAck(response_id=rid, item_id="item_x", played_ms=1))
+    [err] = h.core.client(ce.PlaybackAck(response_id=rid, item_id="item_x", played_ms=1)).events
     assert isinstance(err, se.ErrorEvent) and err.error.code == "playback_item_mismatch"
-    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, played_ms=150))
-    [back] = h.core.client(ce.PlaybackAck(response_id=rid, played_ms=50))
+    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, played_ms=150)).events
+    [back] = h.core.client(ce.PlaybackAck(response_id=rid, played_ms=50)).events
     assert isinstance(back, se.PlaybackAcknowledged) and isinstance(ack, se.PlaybackAcknowledged)
     assert back.played_ms == ack.played_ms == 150  # backwards cursor ignored, not an error
 
 
 def test_rule7_empty_commit_is_an_error() -> None:
     h = Harness()
-    [err] = h.core.client(ce.InputAudioBufferCommit(event_id="c1"))
+    [err] = h.core.client(ce.InputAudioBufferCommit(event_id="c1")).events
     assert isinstance(err, se.ErrorEvent)
     assert (err.error.code, err.error.event_id) == ("input_audio_buffer_commit_empty", "c1")
 
@@ -262,7 +266,7 @@ def test_manual_commit_bridge_non_final_commit_keeps_buffering() -> None:
     h = Harness()
     h.core.client(ce.SessionUpdate(session=SessionPatch(turn_detection=None)))
     h.core.client(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 100))
-    assert h.core.client(ce.InputAudioBufferCommit(final=False)) == []
+    assert h.core.client(ce.InputAudioBufferCommit(final=False)) == Step()
     h.core.client(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 100))
     out = h.core.client(ce.InputAudioBufferCommit(final=True, create_response=True))
     assert len(of(out, StartBackend)) == 1

@@ -15,20 +15,20 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from orchestrator import conversation as conv
-from orchestrator.core import Output, SessionCore
-from orchestrator.protocol import client as ce
-from orchestrator.protocol import items as wire
-from orchestrator.protocol import server as se
-from orchestrator.protocol.session_config import ServerVad, SessionPatch
-from orchestrator.signals import (
+from orchestrator.actions import StartBackend
+from orchestrator.core import SessionCore, Step
+from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
     BackendFailed,
     BackendText,
-    StartBackend,
     VadSpeechStarted,
     VadSpeechStopped,
 )
+from orchestrator.protocol import client as ce
+from orchestrator.protocol import items as wire
+from orchestrator.protocol import server as se
+from orchestrator.protocol.session_config import ServerVad, SessionPatch
 
 CHUNK_MS = 40
 DELTAS = (
@@ -70,10 +70,10 @@ class SessionMachine(RuleBasedStateMachine):
         self.feed(self.core.open())
 
     # Recording ------------------------------------------------------------------------
-    def feed(self, outputs: list[Output]) -> list[Output]:
-        for out in outputs:
+    def feed(self, outputs: Step) -> Step:
+        for out in [*outputs.actions, *outputs.events]:
             if isinstance(out, StartBackend):
-                self.log.responses[out.response_id].seq = out.seq
+                self.log.responses.setdefault(out.response_id, Resp(seq=-1)).seq = out.seq
             elif isinstance(out, se.ResponseCreated):
                 rid = out.response.id
                 self.log.responses.setdefault(rid, Resp(seq=-1)).created += 1
@@ -125,7 +125,7 @@ class SessionMachine(RuleBasedStateMachine):
                 )
             )
         )
-        for event in out:
+        for event in out.events:
             if isinstance(event, se.ConversationItemAdded) and event.item.id:
                 self.log.user_items.append(event.item.id)
 
@@ -234,7 +234,7 @@ class SessionMachine(RuleBasedStateMachine):
         live = self.core.live.get(rid)
         admitted = live is not None and live.chart.is_generating
         out = self.feed(self.core.backend(make(rid, resp.seq)))  # type: ignore[operator]
-        deltas = [o for o in out if isinstance(o, DELTAS)]
+        deltas = [o for o in out.events if isinstance(o, DELTAS)]
         # Rule 2, second half: output of the open response is delivered, not dropped.
         assert bool(deltas) == admitted, (admitted, out)
         if admitted and isinstance(make(rid, resp.seq), BackendAudio):  # type: ignore[operator]

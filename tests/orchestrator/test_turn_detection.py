@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.inputs import VadEvent, VadSpeechStarted, VadSpeechStopped
 from orchestrator.protocol.session_config import ServerVad
-from orchestrator.signals import VadEvent, VadSpeechStarted, VadSpeechStopped
 from orchestrator.turn_detection import CHUNK_MS, AudioEnd, TurnDetector, silence_threshold
 
 DEFAULT = ServerVad()  # threshold 0.5, prefix 300 ms, silence 500 ms

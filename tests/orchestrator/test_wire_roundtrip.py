@@ -6,10 +6,11 @@ import base64
 import json
 from typing import Any
 
-from orchestrator.core import SessionCore
+from orchestrator.actions import CancelBackend, StartBackend
+from orchestrator.core import SessionCore, Step
+from orchestrator.inputs import BackendAudio, BackendDone
 from orchestrator.protocol import ServerEventEncoder, decode_client_event
 from orchestrator.protocol.errors import ProtocolError
-from orchestrator.signals import BackendAudio, BackendDone, CancelBackend, StartBackend
 
 
 class Wire:
@@ -17,7 +18,7 @@ class Wire:
         self.core = SessionCore("w")
         self.encoder = ServerEventEncoder()
         self.starts: list[StartBackend] = []
-        self.sent = [self._encode(o) for o in self.core.open()]
+        self.sent = [self._encode(o) for o in self.core.open().events]
 
     def _encode(self, out: object) -> dict[str, Any]:
         if isinstance(out, StartBackend):
@@ -27,13 +28,17 @@ class Wire:
             return {"type": "<cancel>"}
         return dict(json.loads(self.encoder.encode(out)))  # type: ignore[arg-type]
 
+    def flat(self, step: Step) -> list[object]:
+        backend = [a for a in step.actions if isinstance(a, StartBackend | CancelBackend)]
+        return [*backend, *step.events]
+
     def send(self, message: str | dict[str, Any]) -> list[dict[str, Any]]:
         raw = message if isinstance(message, str) else json.dumps(message)
         event = decode_client_event(raw, input_audio_format=self.core.settings.input_format)
         outs = (
             self.core.reject(event) if isinstance(event, ProtocolError) else self.core.client(event)
         )
-        return [self._encode(o) for o in outs]
+        return [self._encode(o) for o in self.flat(outs)]
 
 
 def test_rule7_malformed_json_is_an_error_and_session_goes_on() -> None:
@@ -73,13 +78,16 @@ def test_every_server_event_has_an_event_id_and_audio_is_base64() -> None:
     audio = base64.b64encode(b"\x01\x00" * 24 * 200).decode()
     w.send({"type": "input_audio_buffer.append", "audio": audio})
     out = w.send({"type": "input_audio_buffer.commit", "create_response": True})
-    assert [o["type"] for o in out][:1] == ["input_audio_buffer.committed"]
+    assert [o["type"] for o in out if o["type"] != "<start>"][:1] == [
+        "input_audio_buffer.committed"
+    ]
     start = w.starts[-1]
     pcm = b"\x05\x00" * 24 * 20
     deltas = [
-        w._encode(o) for o in w.core.backend(BackendAudio(start.response_id, start.seq, pcm, "Hi."))
+        w._encode(o)
+        for o in w.flat(w.core.backend(BackendAudio(start.response_id, start.seq, pcm, "Hi.")))
     ]
-    done = [w._encode(o) for o in w.core.backend(BackendDone(start.response_id, start.seq))]
+    done = [w._encode(o) for o in w.flat(w.core.backend(BackendDone(start.response_id, start.seq)))]
     assert deltas[0]["type"] == "response.output_audio.delta"
     assert base64.b64decode(deltas[0]["delta"]) == pcm
     assert done[-1]["type"] == "response.done" and done[-1]["response"]["status"] == "completed"
@@ -93,26 +101,30 @@ def test_a_whole_interrupted_conversation_validates_against_the_openai_sdk() -> 
     from openai.types.realtime import RealtimeServerEvent
 
     adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RealtimeServerEvent)
-    from orchestrator.signals import VadSpeechStarted, VadSpeechStopped
+    from orchestrator.inputs import VadSpeechStarted, VadSpeechStopped
 
     w = Wire()
     audio = base64.b64encode(b"\x01\x00" * 24 * 300).decode()
     events: list[dict[str, Any]] = list(w.sent)
     events += w.send({"type": "input_audio_buffer.append", "audio": audio})
-    events += [w._encode(o) for o in w.core.vad(VadSpeechStarted(0))]
-    events += [w._encode(o) for o in w.core.vad(VadSpeechStopped(300))]
+    events += [w._encode(o) for o in w.flat(w.core.vad(VadSpeechStarted(0)))]
+    events += [w._encode(o) for o in w.flat(w.core.vad(VadSpeechStopped(300)))]
     start = w.starts[-1]
     chunk = BackendAudio(start.response_id, start.seq, b"\0\0" * 24 * 40, "Hi.")
-    events += [w._encode(o) for o in w.core.backend(chunk)]
-    events += [w._encode(o) for o in w.core.vad(VadSpeechStarted(400))]  # barge-in
+    events += [w._encode(o) for o in w.flat(w.core.backend(chunk))]
+    events += [w._encode(o) for o in w.flat(w.core.vad(VadSpeechStarted(400)))]  # barge-in
     events += w.send({"type": "response.cancel", "event_id": "c1"})  # nothing live: error
-    events += [w._encode(o) for o in w.core.vad(VadSpeechStopped(900))]
+    events += [w._encode(o) for o in w.flat(w.core.vad(VadSpeechStopped(900)))]
     start = w.starts[-1]
     events += [
         w._encode(o)
-        for o in w.core.backend(chunk.__class__(start.response_id, start.seq, chunk.audio, "Ok."))
+        for o in w.flat(
+            w.core.backend(chunk.__class__(start.response_id, start.seq, chunk.audio, "Ok."))
+        )
     ]
-    events += [w._encode(o) for o in w.core.backend(BackendDone(start.response_id, start.seq))]
+    events += [
+        w._encode(o) for o in w.flat(w.core.backend(BackendDone(start.response_id, start.seq)))
+    ]
     events += w.send(
         {
             "type": "conversation.item.truncate",

@@ -1,4 +1,4 @@
-"""Every client event of the contract parses into its typed struct (GA and beta spellings)."""
+"""Every client event of docs/protocol.md parses into its typed struct (GA and beta spellings)."""
 
 from __future__ import annotations
 
@@ -170,6 +170,46 @@ def test_playback_ack_extension_parses() -> None:
     assert parse({"type": "playback.ack", "response_id": "r", "played_ms": 0}) == PlaybackAck(
         response_id="r", played_ms=0
     )
+
+
+@pytest.mark.parametrize(
+    ("played", "committed", "want"),
+    [
+        (1234.9, 1000.5, (1234, 1000)),
+        (1234.0, None, (1234, None)),
+        (0.999, 0.0, (0, 0)),
+        (-0.0, None, (0, None)),  # JSON's -0 is zero, not a negative cursor
+        (41.666666666666664, 20.833333333333332, (41, 20)),  # 1000 and 500 samples / 24
+    ],
+)
+def test_playback_ack_fractional_ms_are_floored_at_the_edge(
+    played: float, committed: float | None, want: tuple[int, int | None]
+) -> None:
+    """playback.ack extension: a client counting samples sends `samples / 24`; the server
+    floors (never rounds up: a cursor must not claim unplayed audio) and the core sees ints."""
+    obj: dict[str, object] = {"type": "playback.ack", "response_id": "r", "played_ms": played}
+    if committed is not None:
+        obj["committed_ms"] = committed
+    ev = parse(obj)
+    assert isinstance(ev, PlaybackAck)
+    assert (ev.played_ms, ev.committed_ms) == want
+    assert type(ev.played_ms) is int
+    assert ev.committed_ms is None or type(ev.committed_ms) is int
+
+
+def test_playback_ack_whole_ms_stay_exact_ints() -> None:
+    """playback.ack extension: integers are not routed through float (no rounding of big ones)."""
+    big = 2**53 + 1
+    ev = parse({"type": "playback.ack", "response_id": "r", "played_ms": big, "committed_ms": 7})
+    assert isinstance(ev, PlaybackAck)
+    assert (ev.played_ms, ev.committed_ms) == (big, 7)
+
+
+def test_playback_ack_exponent_notation_is_a_number_too() -> None:
+    """playback.ack extension: `1.5e3` is JSON for 1500.0 ms."""
+    raw = '{"type": "playback.ack", "response_id": "r", "played_ms": 1.5e3}'
+    ev = decode_client_event(raw)
+    assert isinstance(ev, PlaybackAck) and ev.played_ms == 1500
 
 
 def test_conversation_context_retrieve_extension_parses() -> None:

@@ -107,6 +107,33 @@ def test_rule7_negative_ms_is_invalid_value() -> None:
     assert (err.code, err.param, err.event_id) == ("invalid_value", "played_ms", "a")
 
 
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [
+        ("played_ms", "-0.5"),
+        ("played_ms", "-1"),
+        ("played_ms", '"1234"'),
+        ("played_ms", "true"),
+        ("played_ms", "null"),
+        ("played_ms", "[1]"),
+        ("played_ms", "1e400"),  # beyond a double: not silently infinite
+        ("committed_ms", "-0.25"),
+        ("committed_ms", '"12.5"'),
+        ("committed_ms", "false"),
+    ],
+)
+def test_rule7_playback_ack_negative_or_non_number_ms_is_invalid_value(
+    field: str, raw: str
+) -> None:
+    """Rule 7 with the playback.ack extension: fractions are floored, but a negative cursor
+    or a non-number stays a precise error naming the field and the event."""
+    fields = {"played_ms": "10", "committed_ms": "5"}
+    fields[field] = raw
+    body = ", ".join(f'"{k}": {v}' for k, v in fields.items())
+    err = reject(f'{{"type": "playback.ack", "event_id": "ack_1", "response_id": "r", {body}}}')
+    assert (err.code, err.param, err.event_id) == ("invalid_value", field, "ack_1")
+
+
 def test_rule7_missing_field_is_missing_required_parameter() -> None:
     err = reject({"type": "conversation.item.delete", "event_id": "evt_d"})
     assert (err.code, err.param, err.event_id) == (

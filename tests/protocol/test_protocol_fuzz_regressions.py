@@ -13,22 +13,23 @@ from typing import Any
 from protocol_helpers import PCM_20MS, b64, reject
 
 from orchestrator import conversation as conv
-from orchestrator.core import Output, SessionCore
+from orchestrator.actions import StartBackend
+from orchestrator.core import SessionCore, Step
+from orchestrator.inputs import BackendDone, BackendText, VadSpeechStarted
 from orchestrator.protocol import ProtocolError, decode_client_event
 from orchestrator.protocol import server as se
-from orchestrator.signals import BackendDone, BackendText, StartBackend, VadSpeechStarted
 
 SID = "s"
 
 
-def _send(core: SessionCore, event: dict[str, Any]) -> list[Output]:
+def _send(core: SessionCore, event: dict[str, Any]) -> Step:
     """One client message, through the codec and into the core (never raises)."""
     parsed = decode_client_event(json.dumps(event))
     return core.reject(parsed) if isinstance(parsed, ProtocolError) else core.client(parsed)
 
 
-def _errors(out: list[Output]) -> list[se.ErrorInfo]:
-    return [o.error for o in out if isinstance(o, se.ErrorEvent)]
+def _errors(out: Step) -> list[se.ErrorInfo]:
+    return [o.error for o in out.events if isinstance(o, se.ErrorEvent)]
 
 
 def _core() -> SessionCore:
@@ -48,7 +49,7 @@ def _user(text: str = "hi", **item: Any) -> dict[str, Any]:
 def _start(core: SessionCore, **response: Any) -> StartBackend:
     out = _send(core, {"type": "response.create", "response": response})
     assert not _errors(out), _errors(out)
-    (start,) = [o for o in out if isinstance(o, StartBackend)]
+    (start,) = [o for o in out.actions if isinstance(o, StartBackend)]
     return start
 
 
@@ -78,12 +79,12 @@ def test_ids_the_server_would_hand_out_next_can_be_taken_by_the_client() -> None
 def test_the_id_speech_started_announced_stays_the_turns() -> None:
     core = _core()
     started = core.vad(VadSpeechStarted(audio_start_ms=0))
-    (announced,) = [o for o in started if isinstance(o, se.InputAudioBufferSpeechStarted)]
+    (announced,) = [o for o in started.events if isinstance(o, se.InputAudioBufferSpeechStarted)]
     (error,) = _errors(_send(core, _user(id=announced.item_id)))
     assert error.code == "item_already_exists"
     _send(core, {"type": "input_audio_buffer.append", "audio": b64(PCM_20MS)})
     committed = _send(core, {"type": "input_audio_buffer.commit"})
-    assert [o.item_id for o in committed if isinstance(o, se.InputAudioBufferCommitted)] == [
+    assert [o.item_id for o in committed.events if isinstance(o, se.InputAudioBufferCommitted)] == [
         announced.item_id
     ]
 
@@ -99,11 +100,13 @@ def test_a_reply_slot_deleted_and_its_id_reused_is_left_alone_when_the_reply_end
     assert not _errors(_send(core, _user("mine", id=slot)))
     core.backend(BackendText(start.response_id, start.seq, "hello"))
     out = core.backend(BackendDone(start.response_id, start.seq, output_tokens=1))
-    assert [o.response.status for o in out if isinstance(o, se.ResponseDone)] == ["completed"]
+    assert [o.response.status for o in out.events if isinstance(o, se.ResponseDone)] == [
+        "completed"
+    ]
     assert core.conversation.get(slot) == conv.Item(slot, "user", (conv.InputText("mine"),))
 
 
-def _truncate_while_generating(core: SessionCore, start: StartBackend, how: str) -> list[Output]:
+def _truncate_while_generating(core: SessionCore, start: StartBackend, how: str) -> Step:
     rid = start.response_id
     if how == "truncate":
         item_id = core.live[rid].item_id
@@ -122,9 +125,11 @@ def test_a_reply_truncated_while_generating_frees_the_session_for_the_next_one()
         _send(core, _user())
         start = _start(core)
         out = _truncate_while_generating(core, start, how)
-        assert [o.response.status for o in out if isinstance(o, se.ResponseDone)] == ["cancelled"]
+        assert [o.response.status for o in out.events if isinstance(o, se.ResponseDone)] == [
+            "cancelled"
+        ]
         cleared = _send(core, {"type": "output_audio_buffer.clear"})
-        assert [type(o) for o in cleared] == [se.OutputAudioBufferCleared], how
+        assert [type(o) for o in cleared.events] == [se.OutputAudioBufferCleared], how
         _start(core)
 
 

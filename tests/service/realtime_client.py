@@ -1,47 +1,38 @@
-"""Helpers for driving the real server: flite speech at 24 kHz, raw WebSocket sessions, ASR."""
+"""Helpers for driving the real server: raw WebSocket sessions and ASR of what it said.
+
+The speech comes from `bench.speech` (flite at 24 kHz unless told, silence, pcm16), re-exported
+here under the names the e2e tests use.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import soxr
 import tritonclient.grpc as grpcclient
-from scipy.io import wavfile
 from websockets.sync.client import ClientConnection, connect
 
-Audio = npt.NDArray[np.float32]
-RATE = 24000
+from bench.speech import RATE, Audio, pcm16, silence
+from bench.speech import flite as flite_speech
 
-
-def flite_speech(text: str, voice: str = "slt", rate: int = RATE) -> Audio:
-    flite = shutil.which("flite")
-    assert flite, "flite is not installed: `make test` installs it with apt"
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "speech.wav"
-        subprocess.run([flite, "-voice", voice, "-t", text, "-o", str(path)], check=True)
-        source_rate, data = wavfile.read(path)
-    audio = data.astype(np.float32) / 32768.0
-    return np.asarray(soxr.resample(audio, source_rate, rate), np.float32)
-
-
-def silence(seconds: float, rate: int = RATE) -> Audio:
-    return np.zeros(int(seconds * rate), np.float32)
-
-
-def pcm16(audio: Audio) -> bytes:
-    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+__all__ = [
+    "RATE",
+    "Audio",
+    "RawSession",
+    "b64",
+    "flite_speech",
+    "pcm16",
+    "raw_session",
+    "silence",
+    "transcribe",
+]
 
 
 def b64(data: bytes) -> str:

@@ -32,7 +32,8 @@ from orchestrator.service.config import ServiceConfig, load_config
 from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseServices
-from orchestrator.service.session_actor import SessionActor, SessionServices
+from orchestrator.service.session_actor import SessionActor
+from orchestrator.service.session_services import SessionServices
 
 
 class FakeClock:

@@ -20,7 +20,8 @@ from orchestrator.service.config import ServiceConfig
 from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseServices
-from orchestrator.service.session_actor import SessionActor, SessionEnd, SessionServices
+from orchestrator.service.session_actor import SessionActor, SessionEnd
+from orchestrator.service.session_services import SessionServices
 from orchestrator.triton.pipeline_client import PipelineChunk
 from orchestrator.vad_batcher import VadUnavailable
 
@@ -329,3 +330,74 @@ async def test_a_hung_endpoint_fails_the_response_in_time_and_is_marked_down(
 async def _respond_done(seen: list[dict[str, Any]]) -> None:
     while not any(e["type"] == "response.done" for e in seen):
         await trio.sleep(0.01)
+
+
+class _SlowVad:
+    """A VAD that takes its time and hears speech in every other append: turn after turn."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.calls = 0
+        self.max_in_flight = 0
+
+    def open_stream(self) -> object:
+        return object()
+
+    async def probability(self, stream: object, chunk: Any) -> float:
+        raise AssertionError("the actor asks per append")
+
+    async def probabilities(self, stream: object, chunks: Any) -> list[float]:
+        self.calls += 1
+        await trio.sleep(self.delay_s)
+        return [1.0 if self.calls % 2 else 0.0] * len(chunks)
+
+
+async def test_no_wait_cycle_when_appends_flood_a_slow_vad() -> None:
+    # Was: the actor waited on the full VAD channel while the VAD feeder waited on the full
+    # mailbox (its speech events) behind the client's appends: the session hung for good.
+    # Now the reader waits for a VAD credit and the actor never waits on the VAD.
+    metrics = Metrics()
+    config = ServiceConfig(session_mailbox=4, vad_backlog_chunks=4)
+    services = _services(metrics, config)
+    vad = _SlowVad(0.002)
+    services = SessionServices(
+        metrics=metrics, vad=vad, responses=services.responses, transcriber=None
+    )
+    actor = SessionActor("sess_flood", config, services)
+    seen: list[dict[str, Any]] = []
+    turns = _event(
+        "session.update",
+        session={
+            "type": "realtime",
+            "audio": {
+                "input": {
+                    "turn_detection": {
+                        "type": "server_vad",
+                        "silence_duration_ms": 64,
+                        "create_response": False,
+                    }
+                }
+            },
+        },
+    )
+    backlog: list[int] = []
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(actor.run)
+            nursery.start_soon(_collect, actor, seen)
+            await actor.receive(turns)
+            for _ in range(300):
+                await actor.receive(_append(100))
+                backlog.append(actor.input_backlog)
+            await actor.receive(json.dumps({"type": "conversation.context.retrieve"}))
+            while not any(e["type"] == "conversation.context" for e in seen):
+                await trio.sleep(0.01)
+            await actor.client_gone()
+    kinds = [e["type"] for e in seen]
+    assert "error" not in kinds, [e for e in seen if e["type"] == "error"]
+    # Every append reached the VAD and the turns it heard were committed, in order.
+    assert vad.calls == 300
+    assert kinds.count("input_audio_buffer.speech_started") >= 100
+    assert kinds.count("input_audio_buffer.committed") >= 100
+    # The backlog of appends waiting for the VAD never went past its bound.
+    assert max(backlog) <= config.vad_backlog_chunks

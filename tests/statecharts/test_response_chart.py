@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.actions import InferenceRequest
 from statecharts.effects import (
-    CancelInference,
+    CancelBackend,
     CommitHistory,
     ForwardOutput,
+    ResponseFinished,
+    ResponseSettled,
     SendCleared,
     SendResponseDone,
-    StartInference,
+    StartBackend,
 )
 from statecharts.response import ResponseChart
 
+REQUEST = InferenceRequest("", (), ("audio",), None)
+
+
+def chart_for(rid: str = "r1") -> ResponseChart:
+    return ResponseChart(rid, 7, REQUEST)
+
 
 def generating(rid: str = "r1") -> ResponseChart:
-    chart = ResponseChart(rid)
-    assert chart.handle("start") == [StartInference(rid)]
+    chart = chart_for(rid)
+    assert chart.handle("start") == [StartBackend(rid, 7, REQUEST)]
     return chart
 
 
@@ -26,7 +35,7 @@ def dones(effects: list[object]) -> list[SendResponseDone]:
 
 
 def test_rule2_output_forwarded_only_while_generating() -> None:
-    chart = ResponseChart("r1")
+    chart = chart_for("r1")
     assert chart.handle("output", chunk="early") == []
     chart.handle("start")
     assert chart.handle("output", chunk="a") == [ForwardOutput("r1", "a")]
@@ -37,7 +46,7 @@ def test_rule2_output_forwarded_only_while_generating() -> None:
 def test_rule1_barge_in_cancels_backend_first_then_clears_and_ends_cancelled() -> None:
     chart = generating()
     effects = chart.handle("barge_in")
-    assert effects[0] == CancelInference("r1")
+    assert effects[0] == CancelBackend("r1", 7)
     assert SendCleared("r1") in effects
     assert dones(effects) == [SendResponseDone("r1", "cancelled", "turn_detected")]
     assert CommitHistory("r1", "cut") in effects
@@ -50,7 +59,7 @@ def test_rule1_barge_in_while_draining_clears_without_second_terminal() -> None:
         SendResponseDone("r1", "completed")
     ]
     effects = chart.handle("barge_in")
-    assert effects == [SendCleared("r1"), CommitHistory("r1", "cut")]
+    assert effects == [SendCleared("r1"), CommitHistory("r1", "cut"), ResponseSettled("r1")]
 
 
 @pytest.mark.parametrize(
@@ -71,7 +80,7 @@ def test_rule1_barge_in_while_draining_clears_without_second_terminal() -> None:
 def test_rule2_forward_fast_path_decides_exactly_as_the_output_event(
     path: list[tuple[str, dict[str, object]]],
 ) -> None:
-    slow, fast = ResponseChart("r1"), ResponseChart("r1")
+    slow, fast = chart_for("r1"), chart_for("r1")
     for event, kwargs in path:
         slow.handle(event, **kwargs)
         fast.handle(event, **kwargs)
@@ -90,7 +99,7 @@ def test_rule2_forward_fast_path_decides_exactly_as_the_output_event(
     ],
 )
 def test_rule3_exactly_one_terminal(events: list[str]) -> None:
-    chart = ResponseChart("r1")
+    chart = chart_for("r1")
     terminals: list[SendResponseDone] = []
     for event in events:
         if event == "complete_pending":
@@ -101,7 +110,7 @@ def test_rule3_exactly_one_terminal(events: list[str]) -> None:
 
 
 def test_rule4_cancel_before_start_is_cancelled_and_never_starts() -> None:
-    chart = ResponseChart("r1")
+    chart = chart_for("r1")
     assert dones(chart.handle("cancel")) == [
         SendResponseDone("r1", "cancelled", "client_cancelled")
     ]
@@ -112,7 +121,7 @@ def test_rule5_full_history_only_after_played() -> None:
     chart = generating()
     effects = chart.handle("complete", audio_pending=True)
     assert not [e for e in effects if isinstance(e, CommitHistory)]
-    assert chart.handle("played") == [CommitHistory("r1", "full")]
+    assert chart.handle("played") == [CommitHistory("r1", "full"), ResponseSettled("r1")]
 
 
 def test_rule5_text_only_reply_is_heard_at_completion() -> None:
@@ -130,7 +139,10 @@ def test_rule5_cut_is_never_undone_by_a_later_full_play() -> None:
 def test_rule5_truncate_while_draining_cuts_at_audio_end() -> None:
     chart = generating()
     chart.handle("complete", audio_pending=True)
-    assert chart.handle("truncate", audio_end_ms=700) == [CommitHistory("r1", "cut", 700)]
+    assert chart.handle("truncate", audio_end_ms=700) == [
+        CommitHistory("r1", "cut", 700),
+        ResponseSettled("r1"),
+    ]
     assert chart.handle("played") == []
 
 
@@ -139,3 +151,34 @@ def test_rule8_backend_failure_ends_failed_with_reason() -> None:
     effects = chart.handle("fail", reason="triton unavailable")
     assert dones(effects) == [SendResponseDone("r1", "failed", "triton unavailable")]
     assert chart.status == "failed"
+
+
+@pytest.mark.parametrize(
+    ("event", "kwargs", "audio_pending"),
+    [
+        ("complete", {"audio_pending": True}, True),
+        ("complete", {}, False),
+        ("barge_in", {}, False),
+        ("cancel", {}, False),
+        ("truncate", {"audio_end_ms": 40}, False),
+        ("fail", {"reason": "x"}, False),
+    ],
+)
+def test_leaving_generating_tells_the_session_chart_once(
+    event: str, kwargs: dict[str, object], audio_pending: bool
+) -> None:
+    # One mechanism keeps the charts in step: every way out of `generating` emits exactly one
+    # ResponseFinished, and every history commit is followed by ResponseSettled.
+    effects = generating().handle(event, **kwargs)
+    assert [e for e in effects if isinstance(e, ResponseFinished)] == [
+        ResponseFinished("r1", audio_pending)
+    ]
+    commits = [i for i, e in enumerate(effects) if isinstance(e, CommitHistory)]
+    for i in commits:
+        assert effects[i + 1] == ResponseSettled("r1")
+
+
+def test_played_after_draining_settles_without_a_second_finish() -> None:
+    chart = generating()
+    chart.handle("complete", audio_pending=True)
+    assert chart.handle("played") == [CommitHistory("r1", "full"), ResponseSettled("r1")]

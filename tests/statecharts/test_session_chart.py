@@ -9,7 +9,7 @@ from statecharts.effects import (
     CreateResponse,
     InterruptResponse,
     InterruptResponses,
-    RejectCommit,
+    Reject,
 )
 from statecharts.session import SessionChart
 
@@ -54,7 +54,7 @@ def test_manual_mode_ignores_vad_and_commits_on_request() -> None:
 def test_rule7_empty_commit_is_rejected_with_code() -> None:
     chart = SessionChart(turn_detection="manual")
     [effect] = chart.handle("commit", buffered_ms=0)
-    assert isinstance(effect, RejectCommit)
+    assert isinstance(effect, Reject)
     assert effect.code == "input_audio_buffer_commit_empty"
 
 

@@ -30,6 +30,7 @@ from orchestrator.triton.pipeline_client import (
     pipeline_inputs,
 )
 from tests.triton.test_vad import flite_speech
+from tests.triton.tts_client import TtsStream, loud_runs
 from turntaker_models.cancel_board import StopRecord
 from turntaker_models.contract import (
     OUTPUT_SAMPLE_RATE,
@@ -39,6 +40,7 @@ from turntaker_models.contract import (
     Message,
     TextPart,
 )
+from turntaker_models.llm import SentenceCutter
 
 QUESTION = "What is the capital of France?"
 LONG_QUESTION = "Tell me a long story about a dog who learns to fly."
@@ -121,7 +123,7 @@ def test_cascade_answers_a_spoken_question(triton_server: TritonServer, tmp_path
     assert audio.shape[0] > OUTPUT_SAMPLE_RATE // 2, "less than half a second of speech"
     first_text = min(c.received_at for c in chunks if c.text)
     last_audio = max(c.received_at for c in chunks if c.audio.size)
-    assert first_text < last_audio, "text did not stream ahead of the audio"
+    assert first_text < last_audio, "the text did not stream with the audio: it all came last"
     heard = transcribe(triton_server, audio)
     error = jiwer.wer(normalise(text), normalise(heard))
     assert error <= 0.35, (text, heard, error)
@@ -293,3 +295,42 @@ def test_cascade_text_conversation_with_audio_on_has_no_audio_segments(
     assert "paris" in "".join(c.text for c in chunks).lower()
     assert sum(c.audio.size for c in chunks) > OUTPUT_SAMPLE_RATE // 2
     assert chunks[-1].final
+
+
+def test_cascade_text_rides_with_the_chunk_where_its_audio_ends(
+    triton_server: TritonServer,
+) -> None:
+    """Rule 5, the pipeline side, through the whole ensemble: of a reply of two sentences or
+    more, the first sentence's text arrives with a chunk whose cumulative end is at or after
+    that sentence's sound has ended (measured from the sentence spoken alone), within the
+    sentence's own audio, word by word rather than all with its first chunk; and the text of
+    the whole reply is exactly the llm's."""
+    request = written("Tell me about dogs.", GenerationParameters(max_tokens=48))
+    chunks = run(triton_server, request)
+    text = "".join(c.text for c in chunks)
+    assert text == llm_text(triton_server, request)
+    cutter = SentenceCutter()
+    sentences = [*cutter.feed(text), cutter.flush()]
+    assert len([s for s in sentences if s]) >= 2, f"want two sentences or more: {text!r}"
+    first = sentences[0]
+    with TtsStream(triton_server.grpc_url) as tts:
+        alone = tts.speak(f"alone-{uuid.uuid4()}", first).audio
+    audio = np.concatenate([c.audio for c in chunks])
+    # flite is deterministic: the reply's audio starts with exactly the first sentence's.
+    np.testing.assert_array_equal(audio[: alone.shape[0]], alone)
+    sound_end = loud_runs(alone)[-1][1]
+
+    said, end, carried_at, text_ends = "", 0, None, []
+    for chunk in chunks:
+        end += chunk.audio.size
+        if chunk.text:
+            assert chunk.audio.size, f"text {chunk.text!r} came without audio"
+            text_ends.append(end)
+        said += chunk.text
+        if carried_at is None and said.strip().startswith(first):
+            carried_at = end
+    assert carried_at is not None
+    assert sound_end <= carried_at <= alone.shape[0], (sound_end, carried_at, alone.shape[0])
+    first_audio = next(c for c in chunks if c.audio.size)
+    assert not first_audio.text, "the first chunk carried text"
+    assert sum(1 for e in text_ends if e <= alone.shape[0]) >= min(3, len(first.split()))

@@ -1,5 +1,5 @@
-"""The `tts` model on a real tritonserver: streamed 24 kHz speech, the text pass-through, order,
-errors, cancels."""
+"""The `tts` model on a real tritonserver: streamed 24 kHz speech, text sent with the chunk where
+its audio ends (docs/protocol.md rule 5), order, errors, cancels."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from tests.triton.tts_client import (
     TTS_RATE,
     Spoken,
     TtsStream,
+    llm_steps,
+    loud_runs,
     to_asr_rate,
     transcribe,
     word_error_rate,
@@ -185,44 +187,92 @@ def test_tts_stream_cancel_stops_and_records(triton_server: TritonServer) -> Non
         _assert_speech(s.speak(_id(), "Still here."), 2)
 
 
-def test_tts_passes_text_on_before_speaking(stream: TtsStream) -> None:
-    """The `cascade` pass-through: TEXT_DELTA first (with an empty AUDIO_CHUNK), then audio."""
+def test_tts_text_that_is_not_the_sentences_words_rides_on_its_last_chunk(
+    stream: TtsStream,
+) -> None:
+    """Rule 5, the fallback: text tts cannot line up with the sentence's words (a caller other
+    than `cascade`) goes out whole with the sentence's last chunk, never before."""
     spoken = stream.speak_with_text(_id(), " early on weekdays.", SENTENCE)
     assert spoken.texts == [" early on weekdays."] and not spoken.errors
-    assert spoken.text_times[0] <= spoken.chunk_times[0]
+    assert [said for _, said, _ in stream.timeline if said] == [" early on weekdays."]
+    last = stream.timeline[-1]
+    assert last[1] == " early on weekdays." and last[2] > 0, "not on the last chunk"
     _assert_speech(spoken, len(SENTENCE.split()))
 
 
-@pytest.mark.parametrize(("sentence", "audio"), [("", True), (SENTENCE, False)])
-def test_tts_text_alone_passes_through_at_once(
-    stream: TtsStream, sentence: str, audio: bool
+@pytest.mark.parametrize("sentence", ["", SENTENCE])
+def test_tts_text_alone_passes_through_at_once_without_audio(
+    stream: TtsStream, sentence: str
 ) -> None:
-    """No sentence (most llm steps), or audio=false: the text, final, and nothing else."""
-    spoken = stream.speak_with_text(_id(), "Hello", sentence, GenerationParameters(audio=audio))
+    """audio=false: the text, final, and nothing else, at once."""
+    spoken = stream.speak_with_text(_id(), "Hello", sentence, GenerationParameters(audio=False))
     assert spoken.texts == ["Hello"] and not spoken.chunks and not spoken.errors
     assert spoken.final_at is not None and spoken.final_at - spoken.sent_at < 0.5
 
 
-def test_tts_text_does_not_wait_behind_queued_audio(stream: TtsStream) -> None:
-    """Text of a later request of the same id overtakes the audio queued before it; text keeps
-    its own order; audio keeps its order."""
+def test_tts_text_waits_for_its_sentences_audio(stream: TtsStream) -> None:
+    """A delta without its sentence (most llm steps) ends its request at once, text held."""
+    spoken = stream.speak_with_text(_id(), "Hello", "")
+    assert not spoken.texts and not spoken.chunks and not spoken.errors
+    assert spoken.final_at is not None and spoken.final_at - spoken.sent_at < 0.5
+
+
+FIRST = "The library opens early on weekdays."
+SECOND = "It closes late on weekends."
+
+
+def test_tts_two_sentence_reply_text_rides_where_its_audio_ends(stream: TtsStream) -> None:
+    """Rule 5, the pipeline side, on the real server: fed as `cascade` feeds it, the first
+    sentence's text arrives with the chunk whose cumulative end is at or after that
+    sentence's sound has ended (measured from its audio alone), within its own audio, and
+    not with its first chunk; the second sentence's text never rides on the first's audio."""
     request_id = _id()
+    reply = f"{FIRST} {SECOND}"
     sent_at = time.monotonic()
-    tags = [
-        stream.send(request_id, LONG_SENTENCE[:240], text="one "),
-        stream.send(request_id, "", text="two "),
-        stream.send(request_id, "Short one.", text="three "),
-        stream.send(request_id, "", text="four"),
-    ]
+    tags = [stream.send(request_id, sentence, text=delta) for delta, sentence in llm_steps(reply)]
     spoken = stream.collect(tags, sent_at)
-    texts = [(spoken[t].text_times[0], spoken[t].texts[0]) for t in tags]
-    assert [text for _, text in sorted(texts)] == ["one ", "two ", "three ", "four"]
-    first, third = spoken[tags[0]], spoken[tags[2]]
-    # Every text is out long before the first sentence's audio is done.
-    assert max(at for at, _ in texts) < first.chunk_times[-1]
-    assert first.chunk_times[-1] <= third.chunk_times[0], "audio of a later sentence overtook"
-    for tag in tags:
-        assert not spoken[tag].errors and spoken[tag].final_at is not None
+    assert not any(s.errors for s in spoken.values())
+    timeline = stream.timeline
+    assert "".join(said for _, said, _ in timeline) == reply, "text lost or reordered"
+    ends = np.cumsum([samples for _, _, samples in timeline])
+    audio = np.concatenate([c for tag in tags for c in spoken[tag].chunks])
+
+    alone = stream.speak(_id(), FIRST).audio
+    first_length = alone.shape[0]
+    # flite is deterministic: the reply starts with exactly the first sentence's audio.
+    np.testing.assert_array_equal(audio[:first_length], alone)
+    first_sound_end = loud_runs(alone)[-1][1]
+
+    said = ""
+    carried_end = None
+    text_chunks = []
+    for (_, piece, samples), end in zip(timeline, ends, strict=True):
+        if piece:
+            assert samples > 0, f"text {piece!r} came without audio"
+            text_chunks.append(int(end))
+        said += piece
+        if carried_end is None and said.strip().startswith(FIRST):
+            carried_end = int(end)
+    assert carried_end is not None
+    assert first_sound_end <= carried_end <= first_length, (
+        first_sound_end,
+        carried_end,
+        first_length,
+    )
+    assert timeline[0][1] == "", "the first 50 ms chunk carried text"
+    starts = [int(end) - samples for (_, _, samples), end in zip(timeline, ends, strict=True)]
+    second_first = starts.index(first_length)
+    assert timeline[second_first][1] == "", "the second sentence's first chunk carried text"
+    # Word by word: the first sentence's text came on several chunks.
+    assert sum(1 for end in text_chunks if end <= first_length) >= 4
+    # Nothing of the second sentence before the first sentence's audio was over.
+    second_start = len(FIRST)
+    so_far = ""
+    for (_, piece, _), end in zip(timeline, ends, strict=True):
+        so_far += piece
+        if len(so_far.strip()) > second_start:
+            assert end > first_length
+            break
 
 
 def test_tts_cancelled_id_passes_no_text(triton_server: TritonServer, stream: TtsStream) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import wave
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-from scipy.signal import resample_poly
 from tritonclient.utils import InferenceServerException
 
+from bench import speech
 from orchestrator.triton import TritonServer
 from tests.triton.vad_client import (
     CHUNK,
@@ -37,19 +34,8 @@ def client(triton_server: TritonServer) -> Iterator[grpcclient.InferenceServerCl
 
 
 def flite_speech(tmp_path: Path, text: str) -> Audio:
-    """Speech from flite as 16 kHz float32; flite writes 8 kHz 16-bit mono."""
-    flite = shutil.which("flite")
-    assert flite, "flite is not installed: `make test` installs it with apt (APT_PACKAGES)"
-    path = tmp_path / "speech.wav"
-    subprocess.run([flite, "-t", text, "-o", str(path)], check=True)
-    with wave.open(str(path)) as wav:
-        assert (wav.getnchannels(), wav.getsampwidth()) == (1, 2), "expected 16-bit mono"
-        rate = wav.getframerate()
-        pcm = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
-    audio = pcm.astype(np.float32) / 32768.0
-    if rate != SAMPLE_RATE:
-        audio = resample_poly(audio, SAMPLE_RATE, rate).astype(np.float32)
-    return audio
+    """flite's default voice (kal) at 16 kHz (`bench.speech`; `tmp_path` is no longer needed)."""
+    return speech.flite(text, "kal", SAMPLE_RATE)
 
 
 def energy_bounds(audio: Audio, frame_s: float = 0.01, rel: float = 0.05) -> tuple[float, float]:

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import queue
 import re
-import shutil
-import subprocess
 import time
-import wave
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,37 +22,56 @@ import numpy.typing as npt
 import soxr
 import tritonclient.grpc as grpcclient
 
+from bench import speech
 from turntaker_models.contract import GenerationParameters, encode
+from turntaker_models.llm import SentenceCutter
 
 Audio = npt.NDArray[np.float32]
 ASR_RATE = 16000
 TTS_RATE = 24000
 
 
-def read_wav(path: Path, rate: int = ASR_RATE) -> Audio:
-    """A 16-bit mono WAV file as float32 at `rate`."""
-    with wave.open(str(path)) as wav:
-        assert (wav.getnchannels(), wav.getsampwidth()) == (1, 2), "expected 16-bit mono"
-        source = wav.getframerate()
-        pcm = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
-    audio = pcm.astype(np.float32) / 32768.0
-    return np.asarray(soxr.resample(audio, source, rate), np.float32) if source != rate else audio
-
-
 def flite_speech(tmp_path: Path, text: str, voice: str = "slt") -> Audio:
-    flite = shutil.which("flite")
-    assert flite, "flite is not installed: `make test` installs it with apt (APT_PACKAGES)"
-    path = tmp_path / f"flite-{voice}.wav"
-    subprocess.run([flite, "-voice", voice, "-t", text, "-o", str(path)], check=True)
-    return read_wav(path)
+    """flite speech at the ASR rate (`bench.speech`; `tmp_path` is no longer needed)."""
+    return speech.flite(text, voice, ASR_RATE)
 
 
 def festival_speech(tmp_path: Path, text: str) -> Audio:
-    text2wave = shutil.which("text2wave")
-    assert text2wave, "festival is not installed: `make test` installs it (APT_PACKAGES)"
-    path = tmp_path / "festival.wav"
-    subprocess.run([text2wave, "-o", str(path)], input=text.encode(), check=True)
-    return read_wav(path)
+    """festival speech at the ASR rate (`bench.speech`; `tmp_path` is no longer needed)."""
+    return speech.festival(text, ASR_RATE)
+
+
+def llm_steps(reply: str) -> list[tuple[str, str]]:
+    """`reply` as `cascade`'s llm streams it into tts: per word-sized delta, (delta, the
+    sentences it completed, joined), the last one flushing the rest (turntaker_models.llm)."""
+    cutter = SentenceCutter()
+    deltas = re.findall(r"\s*\S+|\s+$", reply)
+    assert "".join(deltas) == reply
+    steps = []
+    for i, delta in enumerate(deltas):
+        sentences = cutter.feed(delta)
+        if i == len(deltas) - 1 and (rest := cutter.flush()):
+            sentences.append(rest)
+        steps.append((delta, " ".join(sentences)))
+    return steps
+
+
+def loud_runs(audio: Audio, rate: int = TTS_RATE, min_gap_s: float = 0.08) -> list[tuple[int, int]]:
+    """(start, end) samples of the runs of sound (10 ms frames above 2% of the loudest RMS)
+    separated by at least `min_gap_s` of quiet: where speech ends, from the audio alone."""
+    frame = rate // 100
+    n = audio.shape[0] // frame
+    if n == 0:
+        return []
+    rms = np.sqrt((audio[: n * frame].astype(np.float64).reshape(n, frame) ** 2).mean(axis=1))
+    runs: list[tuple[int, int]] = []
+    gap = round(min_gap_s * 100)
+    for i in np.flatnonzero(rms > 0.02 * float(rms.max())):
+        if runs and i - runs[-1][1] < gap:
+            runs[-1] = (runs[-1][0], int(i) + 1)
+        else:
+            runs.append((int(i), int(i) + 1))
+    return [(start * frame, end * frame) for start, end in runs]
 
 
 def normalise(text: str) -> str:
@@ -146,6 +162,9 @@ class TtsStream:
         self._count = 0
         # Triton request ids in the order their responses arrived, over the last collect().
         self.order: list[str] = []
+        # Every data response of the last collect(), in arrival order: (request id, text,
+        # samples of audio), so tests can see which text rode with which chunk.
+        self.timeline: list[tuple[str, str, int]] = []
 
     def _callback(self, result: Any = None, error: Any = None) -> None:
         self._items.put((time.monotonic(), result, error))
@@ -184,6 +203,7 @@ class TtsStream:
         """Responses of `tags` until each has its final flag; `on_chunk` after each chunk."""
         spoken = {tag: Spoken(sent_at) for tag in tags}
         order: list[str] = []
+        timeline: list[tuple[str, str, int]] = []
         deadline = time.monotonic() + timeout_s
         while any(s.final_at is None for s in spoken.values()):
             try:
@@ -207,6 +227,9 @@ class TtsStream:
                 current.texts.append(text.reshape(-1)[0].decode())
                 current.text_times.append(at)
             chunk = result.as_numpy("AUDIO_CHUNK") if "AUDIO_CHUNK" in names else None
+            said = text.reshape(-1)[0].decode() if text is not None and text.size else ""
+            if said or (chunk is not None and chunk.size):
+                timeline.append((response.id, said, 0 if chunk is None else int(chunk.size)))
             # Text responses carry a zero-size AUDIO_CHUNK: not a chunk.
             if chunk is not None and chunk.size:
                 current.chunks.append(np.asarray(chunk, np.float32).reshape(-1))
@@ -217,6 +240,7 @@ class TtsStream:
             if final is not None and final.bool_param:
                 current.final_at = at
         self.order = order
+        self.timeline = timeline
         return spoken
 
     def speak(

@@ -1,42 +1,55 @@
-"""The `tts` work without a server: voices, clause pieces, chunking, the worker's protocol."""
+"""The `tts` work without a server: voices, clause pieces, chunking, the worker's protocol, and
+the rule that text rides with the chunk where its audio ends (docs/protocol.md rule 5)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.triton.tts_client import llm_steps, loud_runs
+from turntaker_models import flite
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import OUTPUT_SAMPLE_RATE, GenerationParameters, encode
 from turntaker_models.tts import (
     DEFAULT_VOICE,
     Audio,
+    HeldText,
     Speaker,
     SpeechJob,
+    align,
     chunks,
     flite_voice,
     pieces,
+    speak,
     synthesize,
     trim_silence,
 )
 
 
 class RecordingSink:
-    def __init__(self, cancel_after: int | None = None) -> None:
-        self.events: list[tuple[str, object]] = []
+    def __init__(
+        self, cancel_after: int | None = None, log: list[tuple[str, object]] | None = None
+    ) -> None:
+        self.events: list[tuple[str, object]] = [] if log is None else log
         self.done = threading.Event()
         self.cancel_after = cancel_after
+        self.sent = 0
 
     def text(self, text: bytes, final: bool) -> None:
         self.events.append(("text", text))
         if final:
             self.final()
 
-    def chunk(self, audio: Audio) -> None:
-        self.events.append(("chunk", audio))
+    def chunk(self, audio: Audio, text: bytes = b"") -> None:
+        self.sent += 1
+        self.events.append(("chunk", (audio, text)))
 
     def error(self, message: str) -> None:
         # The error response carries the final flag: the request ends here.
@@ -48,8 +61,7 @@ class RecordingSink:
         self.done.set()
 
     def cancelled(self) -> bool:
-        sent = sum(1 for kind, _ in self.events if kind == "chunk")
-        return self.cancel_after is not None and sent >= self.cancel_after
+        return self.cancel_after is not None and self.sent >= self.cancel_after
 
     def kinds(self) -> list[str]:
         return [kind for kind, _ in self.events]
@@ -112,6 +124,124 @@ def test_synthesize_gives_24khz_float_speech_and_reads_dashes_as_text() -> None:
     assert np.abs(audio).max() > 0.05
 
 
+@pytest.mark.parametrize("voice", flite.VOICES)
+def test_library_speech_is_the_binarys_speech(tmp_path: Path, voice: str) -> None:
+    """The in-process flite (for word times) says exactly what the flite binary says."""
+    binary = shutil.which("flite")
+    assert binary, "flite is not installed: `make test` installs it with apt (APT_PACKAGES)"
+    text = "The library opens early on weekdays, and closes late."
+    path = tmp_path / "speech.wav"
+    subprocess.run([binary, "-voice", voice, "-t", text, "-o", str(path)], check=True)
+    with wave.open(str(path)) as wav:
+        expected = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
+        rate = wav.getframerate()
+    synthesis = flite.synth(text, voice)
+    assert synthesis.rate == rate
+    np.testing.assert_array_equal(synthesis.pcm, expected)
+
+
+def test_word_ends_follow_the_sound() -> None:
+    """Word ends: non-decreasing, within the audio, and the clause's last word ends at or
+    after the sound does (measured on the audio itself)."""
+    for voice in flite.VOICES:
+        speech = speak("Good morning to you and your family", voice)
+        ends = speech.word_ends
+        assert len(ends) == 7 and list(ends) == sorted(ends)
+        assert 0 < ends[0] < ends[-1] <= speech.audio.shape[0]
+        sound_end = loud_runs(speech.audio)[-1][1]
+        assert ends[-1] >= sound_end - OUTPUT_SAMPLE_RATE // 100, (voice, ends[-1], sound_end)
+        # Per word, not per clause: the first word ends well before the last.
+        assert ends[0] < 0.5 * ends[-1]
+
+
+def test_a_token_flite_says_nothing_for_ends_with_the_word_before() -> None:
+    speech = speak("one - two", "slt")
+    assert speech.word_ends[0] == speech.word_ends[1] < speech.word_ends[2]
+
+
+def _speak_reply(speaker: Speaker, request_id: str, reply: str) -> list[tuple[str, object]]:
+    """Feeds `reply` through the speaker the way `cascade` does; the shared event log."""
+    log: list[tuple[str, object]] = []
+    sinks = []
+    for delta, sentence in llm_steps(reply):
+        sink = RecordingSink(log=log)
+        sinks.append(sink)
+        speaker.submit(_job(request_id, sentence, text=delta), sink)
+    assert all(sink.done.wait(20) for sink in sinks)
+    return log
+
+
+def _timeline(log: list[tuple[str, object]]) -> tuple[Audio, list[tuple[int, int, str]]]:
+    """The audio, and (chunk index, cumulative end sample, text) of every text sent."""
+    audio: list[Audio] = []
+    texts: list[tuple[int, int, str]] = []
+    total = 0
+    for kind, payload in log:
+        if kind == "chunk":
+            assert isinstance(payload, tuple)
+            samples, text = payload
+            audio.append(samples)
+            total += samples.shape[0]
+            if text:
+                texts.append((len(audio) - 1, total, text.decode()))
+        elif kind == "text":
+            assert isinstance(payload, bytes)
+            texts.append((len(audio), total, payload.decode()))
+    return np.concatenate(audio), texts
+
+
+def test_reply_text_comes_out_whole_and_in_order(speaker: Speaker) -> None:
+    """Rule: all text of a spoken reply comes out, in order, exactly as the llm wrote it."""
+    reply = "Hi there, friend. It is 42 degrees!\nA caf\u00e9 \u2014 or a\u00a8b... Bye. "
+    log = _speak_reply(speaker, "whole", reply)
+    _, texts = _timeline(log)
+    assert "".join(text for _, _, text in texts) == reply
+    assert len(speaker.held) == 0, "a finished reply leaves nothing held"
+
+
+def test_word_text_rides_on_the_chunk_where_its_audio_ends(speaker: Speaker) -> None:
+    """Rule 5, the pipeline side: each word is sent with the chunk in which its audio ends,
+    never an earlier one; the words of a clause are not all sent with its first chunk."""
+    first, second = "Good morning to you, and to your whole family.", "The sun is out today."
+    log = _speak_reply(speaker, "words", f"{first} {second}")
+    audio, texts = _timeline(log)
+    runs = loud_runs(audio)
+    # The clause seam (comma) and the sentence seam are pauses flite makes: sound runs end
+    # there, so the word before each must ride on a chunk ending at or after that sound.
+    by_word = {text.strip(): (index, end) for index, end, text in texts if text.strip()}
+    you_end, family_end = by_word["you,"][1], by_word["family."][1]
+    run_ends = [end for _, end in runs]
+    assert any(abs(end - you_end) < 0.25 * OUTPUT_SAMPLE_RATE for end in run_ends)
+    assert you_end >= min(end for end in run_ends if end > 0.2 * OUTPUT_SAMPLE_RATE)
+    first_sentence_sound = max(end for end in run_ends if end <= family_end + 1)
+    assert family_end >= first_sentence_sound
+    # Not per sentence: the first word left long before the sentence's audio ended, and no
+    # word of the second sentence left before the first sentence was over.
+    assert by_word["Good"][1] < 0.3 * family_end
+    assert by_word["Good"][0] > 0, "a word longer than the first 50 ms chunk left with it"
+    assert all(end > family_end for word, (_, end) in by_word.items() if word in second.split())
+
+
+def test_text_that_does_not_line_up_rides_on_the_last_chunk(speaker: Speaker) -> None:
+    """A caller whose text is not the sentence's words (not `cascade`): the text goes out
+    whole with the sentence's last chunk, never before its audio ends."""
+    sink = RecordingSink()
+    speaker.submit(_job("t", "Hello there, my friend.", text=" my friend."), sink)
+    assert sink.done.wait(10)
+    kinds = sink.kinds()
+    assert kinds[-1] == "final" and set(kinds[:-1]) == {"chunk"}
+    texts = [payload[1] for kind, payload in sink.events if kind == "chunk"]  # type: ignore[index]
+    assert texts[-1] == b" my friend." and not any(texts[:-1])
+
+
+def test_unspeakable_sentence_text_goes_out_alone_after_the_audio(speaker: Speaker) -> None:
+    log = _speak_reply(speaker, "dots", "Yes. ... ")
+    assert "".join(t for _, _, t in _timeline(log)[1]) == "Yes. ... "
+    last_chunk = max(i for i, (kind, _) in enumerate(log) if kind == "chunk")
+    texts = [i for i, (kind, payload) in enumerate(log) if kind == "text" and payload]
+    assert texts and min(texts) > last_chunk
+
+
 def test_speaker_streams_then_final(speaker: Speaker) -> None:
     sink = RecordingSink()
     speaker.submit(_job("a", "Hello there, friend."), sink)
@@ -152,12 +282,16 @@ def test_board_cancel_stops_and_records_once(speaker: Speaker, board: CancelBoar
     assert [r.stage for r in board.stops("gone")] == ["tts"]
 
 
-def test_stream_cancel_stops_mid_sentence(speaker: Speaker, board: CancelBoard) -> None:
+def test_stream_cancel_stops_mid_sentence_and_drops_held_text(
+    speaker: Speaker, board: CancelBoard
+) -> None:
+    sentence = "One, two, three, four, five, six, seven, eight."
     sink = RecordingSink(cancel_after=2)
-    speaker.submit(_job("b", "One, two, three, four, five, six, seven, eight."), sink)
+    speaker.submit(_job("b", sentence, text=sentence), sink)
     assert sink.done.wait(10)
     assert sink.kinds() == ["chunk", "chunk", "final"]
     assert [r.stage for r in board.stops("b")] == ["tts"]
+    assert len(speaker.held) == 0, "a cancelled id keeps no text"
 
 
 def test_one_request_keeps_order_across_sentences(speaker: Speaker) -> None:
@@ -169,7 +303,7 @@ def test_one_request_keeps_order_across_sentences(speaker: Speaker) -> None:
             super().__init__()
             self.index = index
 
-        def chunk(self, audio: Audio) -> None:
+        def chunk(self, audio: Audio, text: bytes = b"") -> None:
             order.append(self.index)
 
         def final(self) -> None:
@@ -183,52 +317,30 @@ def test_one_request_keeps_order_across_sentences(speaker: Speaker) -> None:
     assert order == sorted(order) and set(order) == {0, 1, 2}
 
 
-def test_text_passes_on_first_then_the_sentence_is_spoken(speaker: Speaker) -> None:
+def test_text_waits_for_its_sentence(speaker: Speaker) -> None:
+    """A delta without its sentence ends its request at once and is sent later, with audio."""
     sink = RecordingSink()
-    speaker.submit(_job("t", "Hello there.", text=" there."), sink)
-    assert sink.done.wait(10)
-    kinds = sink.kinds()
-    assert kinds[0] == "text" and sink.events[0][1] == b" there."
-    assert kinds[-1] == "final" and set(kinds[1:-1]) == {"chunk"}
+    speaker.submit(_job("w", "", text="Hel"), sink)
+    assert sink.done.is_set() and sink.kinds() == ["final"]
+    later = RecordingSink()
+    speaker.submit(_job("w", "Hello.", text="lo."), later)
+    assert later.done.wait(10)
+    texts = [p[1] for k, p in later.events if k == "chunk"]  # type: ignore[index]
+    assert b"".join(texts) == b"Hello." and not texts[0]
 
 
-@pytest.mark.parametrize(("sentence", "audio"), [("", True), ("Hello.", False)])
-def test_text_alone_ends_at_once_with_the_text(
-    speaker: Speaker, sentence: str, audio: bool
+@pytest.mark.parametrize(
+    ("request_id", "audio", "text"), [("t", False, "Hel"), ("", True, "Hel"), ("t", True, " \n")]
+)
+def test_text_with_no_audio_coming_passes_at_once(
+    speaker: Speaker, request_id: str, audio: bool, text: str
 ) -> None:
+    """audio=false, no REQUEST_ID to hold it under, or whitespace with nothing held: the text
+    is answered in submit() itself, not by a worker."""
     sink = RecordingSink()
-    speaker.submit(_job("t", sentence, audio=audio, text="Hel"), sink)
-    # Answered in submit() itself, not by a worker.
+    speaker.submit(_job(request_id, "", audio=audio, text=text), sink)
     assert sink.done.is_set() and sink.kinds() == ["text", "final"]
-
-
-def test_text_overtakes_queued_audio_but_keeps_its_order(speaker: Speaker) -> None:
-    log: list[tuple[str, int]] = []
-
-    class Tagged(RecordingSink):
-        def __init__(self, index: int) -> None:
-            super().__init__()
-            self.index = index
-
-        def text(self, text: bytes, final: bool) -> None:
-            log.append(("text", self.index))
-            super().text(text, final)
-
-        def chunk(self, audio: Audio) -> None:
-            log.append(("chunk", self.index))
-
-    long = "A much longer first sentence, with a clause or two, to take some time."
-    jobs = [(long, "a"), ("", "b"), ("Two.", "c"), ("", "d")]
-    sinks = [Tagged(i) for i in range(len(jobs))]
-    for sink, (sentence, text) in zip(sinks, jobs, strict=True):
-        speaker.submit(_job("same", sentence, text=text), sink)
-    assert all(sink.done.wait(10) for sink in sinks)
-    texts = [i for kind, i in log if kind == "text"]
-    chunks_ = [i for kind, i in log if kind == "chunk"]
-    assert texts == [0, 1, 2, 3]
-    assert chunks_ == sorted(chunks_) and set(chunks_) == {0, 2}
-    # All text went out before the first sentence's audio ended.
-    assert log.index(("text", 3)) < max(i for i, e in enumerate(log) if e == ("chunk", 0))
+    assert sink.events[0][1] == text.encode()
 
 
 def test_cancelled_id_passes_no_text(speaker: Speaker, board: CancelBoard) -> None:
@@ -236,3 +348,19 @@ def test_cancelled_id_passes_no_text(speaker: Speaker, board: CancelBoard) -> No
     sink = RecordingSink()
     speaker.submit(_job("gone", "", text="late"), sink)
     assert sink.kinds() == ["final"]
+    assert len(speaker.held) == 0
+
+
+def test_held_text_is_bounded() -> None:
+    held = HeldText(max_streams=2, max_chars=5)
+    for request_id in ("a", "b", "c"):
+        assert held.submit(request_id, b"word", sentence=False) == b""
+    assert len(held) == 2 and held.snapshot("a") == (0, "")
+    held.submit("c", b"longer", sentence=False)
+    assert held.snapshot("c") == (0, "word")
+
+
+def test_align_finds_words_in_order_or_nothing() -> None:
+    assert align("  Hi there,\nyou. Next", ["Hi", "there,", "you."]) == [4, 11, 16]
+    assert align("Hi there", ["Hi", "here"]) is None
+    assert align("", ["Hi"]) is None

@@ -30,11 +30,17 @@ talker -> code2wav:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+# The Reply a stage answers on, and the Triton one, are the shared adapter's (one for every
+# decoupled model); re-exported so that the stages keep writing `wire.Reply`.
+from turntaker_models.triton_adapter import Reply as Reply
+from turntaker_models.triton_adapter import TritonReply as TritonReply
+from turntaker_models.triton_adapter import first_bytes
+from turntaker_models.triton_adapter import text_tensor as text_tensor
 
 START = 0
 TOKEN = 1
@@ -44,62 +50,15 @@ FRAME = 1
 TEXT = 4
 
 
-class Reply(Protocol):
-    """Where a stage answers one request; the request is done after `close` or `fail`."""
-
-    def send(self, outputs: Mapping[str, npt.NDArray[Any]]) -> None: ...
-
-    def close(self) -> None: ...
-
-    def fail(self, message: str) -> None: ...
-
-    def is_cancelled(self) -> bool: ...
-
-
-def text_tensor(value: str | bytes) -> npt.NDArray[np.object_]:
-    raw = value.encode() if isinstance(value, str) else value
-    return np.array([raw], dtype=np.object_)
+# The same reading as every decoupled model's (an absent or empty tensor reads as b"").
+read_text = first_bytes
 
 
 def int_tensor(value: int) -> npt.NDArray[np.int32]:
     return np.array([value], dtype=np.int32)
 
 
-def read_text(value: npt.NDArray[Any] | None) -> bytes:
-    if value is None or value.size == 0:
-        return b""
-    item = value.reshape(-1)[0]
-    return item if isinstance(item, bytes) else str(item).encode()
-
-
 def read_int(value: npt.NDArray[Any] | None, default: int = 0) -> int:
     if value is None or value.size == 0:
         return default
     return int(value.reshape(-1)[0])
-
-
-class TritonReply:
-    """`Reply` over a decoupled Python-backend request; `pb` is triton_python_backend_utils."""
-
-    def __init__(self, pb: Any, request: Any) -> None:
-        self._pb = pb
-        self._sender = request.get_response_sender()
-        self._done = False
-
-    def send(self, outputs: Mapping[str, npt.NDArray[Any]]) -> None:
-        tensors = [self._pb.Tensor(name, value) for name, value in outputs.items()]
-        self._sender.send(self._pb.InferenceResponse(output_tensors=tensors))
-
-    def close(self) -> None:
-        if not self._done:
-            self._done = True
-            self._sender.send(flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-    def fail(self, message: str) -> None:
-        if not self._done:
-            self._done = True
-            response = self._pb.InferenceResponse(error=self._pb.TritonError(message))
-            self._sender.send(response, flags=self._pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-    def is_cancelled(self) -> bool:
-        return bool(self._sender.is_cancelled())

@@ -10,11 +10,12 @@ from __future__ import annotations
 import triton_python_backend_utils as pb_utils
 
 from turntaker_models.omni.audio_stages import Code2WavStage
-from turntaker_models.omni.triton_model import stage_model
+from turntaker_models.omni.triton_model import stage_service
+from turntaker_models.triton_adapter import decoupled_model
 
-TritonPythonModel = stage_model(
+TritonPythonModel = decoupled_model(
     pb_utils,
     "code2wav",
-    Code2WavStage,
+    stage_service("code2wav", Code2WavStage),
     ("C_TEXT", "C_REQUEST_ID", "C_KIND", "C_SEQ", "C_CODES"),
 )

@@ -9,11 +9,12 @@ from __future__ import annotations
 import triton_python_backend_utils as pb_utils
 
 from turntaker_models.omni.audio_stages import TalkerStage
-from turntaker_models.omni.triton_model import stage_model
+from turntaker_models.omni.triton_model import stage_service
+from turntaker_models.triton_adapter import decoupled_model
 
-TritonPythonModel = stage_model(
+TritonPythonModel = decoupled_model(
     pb_utils,
     "talker",
-    TalkerStage,
+    stage_service("talker", TalkerStage),
     ("T_TEXT", "T_REQUEST_ID", "T_PARAMETERS", "T_KIND", "T_SEQ", "T_EMBEDS", "T_MM"),
 )

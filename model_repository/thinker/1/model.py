@@ -9,11 +9,12 @@ from __future__ import annotations
 import triton_python_backend_utils as pb_utils
 
 from turntaker_models.omni.stages import ThinkerStage
-from turntaker_models.omni.triton_model import stage_model
+from turntaker_models.omni.triton_model import stage_service
+from turntaker_models.triton_adapter import decoupled_model
 
-TritonPythonModel = stage_model(
+TritonPythonModel = decoupled_model(
     pb_utils,
     "thinker",
-    ThinkerStage,
+    stage_service("thinker", ThinkerStage),
     ("REQUEST_ID", "CONVERSATION", "AUDIO", "AUDIO_LENGTHS", "PARAMETERS"),
 )

@@ -1,0 +1,117 @@
+"""The input audio buffer and the session's input clock (docs/protocol.md, input audio).
+
+Rules:
+- Audio is kept in the format it arrived in: a switch of `audio.input.format` starts a new
+  run, and `take()` returns one `InputAudio` part per run, each tagged with its format. An
+  earlier pcmu turn is never decoded as pcm after a switch (nor the other way round).
+- Bounded: `append` refuses audio that would take the buffer past `max_bytes`
+  (`BufferFull`); the buffer is unchanged then.
+- The input clock is milliseconds of client audio since the session started, across format
+  switches and whether or not turn detection is on (`clock_ms`).
+- For turn detection, `append(..., detect=True)` decodes the audio to 16 kHz (one streaming
+  decoder per format run) and cuts it into silero's 512-sample chunks whose ends lie on the
+  input clock; a run started while detection was off starts its chunks at the clock, so chunk
+  ends strictly increase over the whole session.
+- Pure: no clock of its own, no I/O; numbers and bytes in, chunks out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator import conversation as conv
+from orchestrator.audio import InputAudio as InputDecoder
+from orchestrator.audio import VadFrames, sample_width
+from orchestrator.inputs import Samples
+from orchestrator.protocol.session_config import AudioFormat
+
+
+class BufferFull(Exception):
+    """The append would exceed the buffer's byte limit."""
+
+
+@dataclass(slots=True)
+class _Run:
+    format: AudioFormat
+    data: bytearray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Chunks:
+    """16 kHz chunks of 512 samples and their ends on the input clock."""
+
+    chunks: tuple[Samples, ...]
+    end_ms: tuple[int, ...]
+
+
+class InputBuffer:
+    __slots__ = ("_base_samples", "_decoder", "_frames", "_max_bytes", "_runs", "_samples", "_size")
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._runs: list[_Run] = []
+        self._size = 0
+        # The clock: whole samples of earlier format runs (in ms) plus this run's samples.
+        self._base_samples = 0.0
+        self._samples: tuple[AudioFormat, int] | None = None
+        self._decoder: InputDecoder | None = None
+        self._frames: VadFrames | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self._size
+
+    @property
+    def buffered_ms(self) -> int:
+        return sum(
+            (len(r.data) // sample_width(r.format)) * 1000 // r.format.rate for r in self._runs
+        )
+
+    @property
+    def clock_ms(self) -> int:
+        ms = self._base_samples
+        if self._samples is not None:
+            fmt, samples = self._samples
+            ms += samples * 1000 / fmt.rate
+        return int(ms)
+
+    def append(self, raw: bytes, fmt: AudioFormat, *, detect: bool) -> Chunks | None:
+        if self._size + len(raw) > self._max_bytes:
+            raise BufferFull
+        if self._runs and self._runs[-1].format == fmt:
+            self._runs[-1].data += raw
+        else:
+            self._runs.append(_Run(fmt, bytearray(raw)))
+        self._size += len(raw)
+        self._tick(fmt, raw)
+        if not detect:
+            self._decoder = self._frames = None
+            return None
+        if self._decoder is None or self._decoder.format != fmt or self._frames is None:
+            # A new run of the decoder; its chunks start where the clock stood before this audio.
+            start = self.clock_ms - int(len(raw) // sample_width(fmt) * 1000 / fmt.rate)
+            self._decoder = InputDecoder(fmt)
+            self._frames = VadFrames(start_ms=max(start, 0))
+        cut = self._frames.push(self._decoder.push(raw))
+        if not cut:
+            return None
+        return Chunks(tuple(c for c, _ in cut), tuple(end for _, end in cut))
+
+    def _tick(self, fmt: AudioFormat, raw: bytes) -> None:
+        whole = len(raw) // sample_width(fmt)
+        if self._samples is None or self._samples[0] != fmt:
+            if self._samples is not None:
+                old, n = self._samples
+                self._base_samples += n * 1000 / old.rate
+            self._samples = (fmt, 0)
+        self._samples = (fmt, self._samples[1] + whole)
+
+    def take(self) -> tuple[conv.InputAudio, ...]:
+        """The buffered audio as one tagged part per format run; the buffer is empty after."""
+        parts = tuple(conv.InputAudio(bytes(r.data), None, r.format) for r in self._runs)
+        self.clear()
+        return parts
+
+    def clear(self) -> None:
+        self._runs.clear()
+        self._size = 0

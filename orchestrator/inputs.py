@@ -1,0 +1,116 @@
+"""Typed inputs that `SessionCore` takes besides client events (docs/protocol.md).
+
+Each is parsed once, where it enters (the VAD, a response's Triton stream, the transcriber, a
+timer, the service), and the core alone decides what it means. Backend output is tagged with
+the response's fence number, so late output of an older response is recognised without
+remembering it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True, slots=True)
+class VadSpeechStarted:
+    audio_start_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class VadSpeechStopped:
+    audio_end_ms: int
+
+
+VadEvent = VadSpeechStarted | VadSpeechStopped
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechProbabilities:
+    """The VAD's answer to one `DetectSpeech`: a probability per chunk, with the chunk ends
+    (ms on the session's input clock) that the request carried."""
+
+    probabilities: tuple[float, ...]
+    chunk_end_ms: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VadDown:
+    """The VAD could not answer a `DetectSpeech` (its endpoint is gone or timed out)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackendText:
+    """A text delta: the reply's text (text mode) or its transcript (audio mode)."""
+
+    response_id: str
+    seq: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackendAudio:
+    """A chunk of reply audio (pcm16, 24 kHz, mono) and the transcript text whose audio ends in
+    this chunk (the pipeline contract: text rides with the chunk where its audio ends)."""
+
+    response_id: str
+    seq: int
+    audio: bytes
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendDone:
+    response_id: str
+    seq: int
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BackendFailed:
+    response_id: str
+    seq: int
+    reason: str
+
+
+BackendEvent = BackendText | BackendAudio | BackendDone | BackendFailed
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptReady:
+    """The transcriber's answer to one `Transcribe`: the text, or the model's error."""
+
+    item_id: str
+    transcript: str | None
+    error: str | None
+    seconds: float
+
+
+TimerKind = Literal["idle", "transcripts"]
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """An `ArmTimer` ran out; `token` says which arming (an older one is stale)."""
+
+    kind: TimerKind
+    token: int
+
+
+CloseReason = Literal["session_expired", "server_shutting_down"]
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequested:
+    """The service ends the session: its lifetime ran out, or the server drains."""
+
+    reason: CloseReason
+    max_session_s: float = 3600.0
+
+
+Samples = npt.NDArray[np.float32]

@@ -1,0 +1,98 @@
+"""The in-memory runner finds a broken core (fuzzing/in_memory.py): planted bugs must fail it,
+and the real core must pass it. The big run is tests/orchestrator/test_core_fuzz.py."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from fuzzing.in_memory import MemoryRunner
+from fuzzing.inputs import Script
+from fuzzing.scripts import memory_scripts
+from orchestrator.core import SessionCore, Step
+from orchestrator.protocol import server as se
+from orchestrator.protocol.errors import ProtocolError
+
+SESSIONS = 40
+
+
+def _run(runner: MemoryRunner, sessions: int = SESSIONS) -> None:
+    @settings(
+        max_examples=sessions,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(memory_scripts())
+    def one(script: Script) -> None:
+        runner.run(script)
+
+    one()
+
+
+def _details(runner: MemoryRunner) -> str:
+    return "\n".join(f"{f.invariant}: {f.detail}" for f in runner.stats.failures)
+
+
+def test_the_real_core_passes() -> None:
+    runner = MemoryRunner()
+    _run(runner)
+    assert not runner.stats.failures, runner.stats.failures[0].report()
+    assert runner.stats.inputs >= SESSIONS * 15
+
+
+def test_rule7_a_core_that_drops_the_event_id_of_its_errors_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reject = SessionCore.reject
+
+    def careless(self: SessionCore, err: ProtocolError) -> Step:
+        return reject(self, msgspec.structs.replace(err, event_id=None))
+
+    monkeypatch.setattr(SessionCore, "reject", careless)
+    runner = MemoryRunner()
+    _run(runner)
+    assert "error does not name the event_id sent" in _details(runner)
+
+
+def test_a_core_that_half_applies_a_refused_message_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    reject = SessionCore.reject
+
+    def half(self: SessionCore, err: ProtocolError) -> Step:
+        applied = self.env.session_updated(self.settings, self.config.model)
+        return reject(self, err) + Step(events=(applied,))
+
+    monkeypatch.setattr(SessionCore, "reject", half)
+    runner = MemoryRunner()
+    _run(runner)
+    assert "rejected, yet also applied: ['session.updated']" in _details(runner)
+
+
+def test_a_core_that_raises_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: SessionCore, event: object) -> None:
+        raise KeyError("planted")
+
+    monkeypatch.setattr(SessionCore, "_ack", broken)
+    runner = MemoryRunner()
+    _run(runner)
+    assert "the core never raises" in _details(runner)
+    assert "KeyError: 'planted'" in _details(runner)
+
+
+def test_rule3_a_core_that_never_ends_a_cancelled_response_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = SessionCore.client
+
+    def forgetful(self: SessionCore, event: object) -> Step:
+        step = client(self, event)
+        kept = tuple(e for e in step.events if not isinstance(e, se.ResponseDone))
+        return Step(kept, step.actions)
+
+    monkeypatch.setattr(SessionCore, "client", forgetful)
+    runner = MemoryRunner()
+    _run(runner)
+    assert "no response.done for" in _details(runner)
