@@ -12,6 +12,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -110,11 +111,17 @@ class Known:
 
 def substitute(frame: str | bytes, step: int, known: Known) -> str | bytes:
     """The frame with its placeholders replaced by what the session has made."""
+    # Placeholders stand inside JSON strings, and an id the session made may be any string the
+    # client chose (control characters included): inserted JSON-escaped, so the frame stays
+    # what the strategy meant (valid JSON stays valid).
     values = {
-        SID: known.session_id,
-        LAST_ITEM: known.last_item,
-        LAST_RESPONSE: known.last_response,
-        FRESH: f"fz_{step}",
+        token: json.dumps(value)[1:-1]
+        for token, value in {
+            SID: known.session_id,
+            LAST_ITEM: known.last_item,
+            LAST_RESPONSE: known.last_response,
+            FRESH: f"fz_{step}",
+        }.items()
     }
     if isinstance(frame, str):
         if "@@" in frame:

@@ -158,6 +158,9 @@ class _Live:
     audio_ms: int = 0
     output_tokens: int = 0
     encoder: OutputAudio | None = None
+    # Text came without the audio it accompanies (the pipeline cannot align it): heard only
+    # with the whole reply, dropped from a cut (docs/protocol.md rule 5).
+    unaligned_text: bool = False
 
 
 class SessionCore:
@@ -181,6 +184,8 @@ class SessionCore:
         self._event_id: str | None = None
         self._now_ms = 0
         self._vad_down = False
+        # The input clock at the last commit or clear: audio before it is in no new turn.
+        self._committed_to_ms = 0
         self._timer_tokens = 0
         self._idle_token: int | None = None
         self._idle_from_input_ms = 0
@@ -248,7 +253,7 @@ class SessionCore:
                 self._response_effect(live, effect)
         elif isinstance(event, BackendDone):
             live.output_tokens = event.output_tokens
-            if not live.audio or live.audio_ms == 0:
+            if not live.audio or live.audio_ms == 0 or live.unaligned_text:
                 self.ledger.set_transcript(rid, "".join(live.text_parts))
             heard = self.ledger.finish(rid)
             pending = heard is None and self.ledger.pending_audio(rid)
@@ -346,6 +351,10 @@ class SessionCore:
         for probability, end_ms in zip(answer.probabilities, answer.chunk_end_ms, strict=True):
             if detector.last_chunk_end_ms is not None and end_ms <= detector.last_chunk_end_ms:
                 continue  # chunks from before detection was (re)configured
+            if end_ms <= self._committed_to_ms:
+                # Audio already committed (or cleared) with an earlier turn, though the VAD
+                # answer for it came after that commit: it cannot open a new turn.
+                continue
             for event in detector.feed(probability, end_ms):
                 self._vad_event(event)
 
@@ -373,8 +382,9 @@ class SessionCore:
 
     def _reset_turn(self) -> None:
         """After a commit or clear: a turn in progress ends with the buffer that held it."""
+        self._committed_to_ms = self._input.clock_ms
         if self.detector is not None:
-            self.detector.reset(self._input.clock_ms)
+            self.detector.reset(self._committed_to_ms)
 
     # Timers ---------------------------------------------------------------------------
     def _arm_idle(self, audio_ms: int) -> None:
@@ -437,6 +447,8 @@ class SessionCore:
     def _transcribe(self, item: conv.Item) -> None:
         parts = [p for p in item.content if isinstance(p, conv.InputAudio)]
         audio = [decode_input(p.audio, p.format) for p in parts]
+        if not audio:
+            return  # no audio to hear (the chart commits only a buffer that holds some)
         self._wait.asked(item.id, self.conversation.__contains__)
         self._actions.append(Transcribe(item.id, np.concatenate(audio)))
 
@@ -764,6 +776,7 @@ class SessionCore:
             self._events.extend(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
         elif isinstance(chunk, BackendText):
             live.text_parts.append(chunk.text)
+            live.unaligned_text = live.unaligned_text or live.audio
             self._events.append(
                 self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio)
             )

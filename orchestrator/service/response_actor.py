@@ -44,6 +44,10 @@ class ResponseServices:
     # down until a health check passes again.
     first_chunk_timeout_s: float = 30.0
     chunk_timeout_s: float = 30.0
+    # The pipeline sends each piece of text with the audio chunk where its audio ends (the
+    # cascade's tts, `null`). Qwen3-Omni's Thinker text runs ahead of the Talker's audio: its
+    # text goes to the core unaligned, and a cut reply keeps none of it (docs/protocol.md rule 5).
+    text_aligned: bool = True
 
 
 def pcm16(samples: npt.NDArray[np.float32]) -> bytes:
@@ -122,9 +126,10 @@ class ResponseActor:
                             first = False
                             if chunk.text:
                                 tokens += 1
-                                if audio_mode:
-                                    # Transcript pieces ride on the next audio chunk, so the
-                                    # ledger knows which text was heard with which audio.
+                                if audio_mode and self.services.text_aligned:
+                                    # Text rides with the chunk where its audio ends (the
+                                    # pipeline contract): held for the next audio chunk, so
+                                    # the ledger knows which text was heard with which audio.
                                     pending_text.append(chunk.text)
                                 else:
                                     await self._post(BackendText(rid, seq, chunk.text))

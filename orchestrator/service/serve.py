@@ -183,6 +183,7 @@ async def serve(
                 default_max_tokens=config.max_output_tokens,
                 first_chunk_timeout_s=config.first_chunk_timeout_s,
                 chunk_timeout_s=config.chunk_timeout_s,
+                text_aligned=config.pipeline != "qwen3_omni",
             ),
             transcriber=TritonTranscriber(pool, timeout_s=config.transcription_timeout_s),
             transcripts_for_pipeline=config.pipeline == "cascade",

@@ -1,4 +1,4 @@
-"""SessionCore scenarios, one per rule of docs/protocol.md, driven in memory (no sockets, no model)."""
+"""SessionCore scenarios, one per rule of docs/protocol.md, in memory (no sockets, no model)."""
 
 from __future__ import annotations
 

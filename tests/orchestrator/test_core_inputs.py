@@ -25,6 +25,7 @@ from orchestrator.core import CoreConfig, SessionCore, Step
 from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
+    BackendText,
     CloseRequested,
     SpeechProbabilities,
     TimerFired,
@@ -230,3 +231,54 @@ def test_input_audio_keeps_its_format_across_a_switch() -> None:
         spectrum = np.abs(np.fft.rfft(heard))
         assert abs(np.argmax(spectrum) * 16000 / len(heard) - 220) < 5
     assert abs(first.audio16k.shape[0] - 8000) < 50
+
+
+def test_two_turns_in_one_vad_answer_never_commit_an_empty_turn() -> None:
+    # Found by the in-memory fuzzer: the first commit takes the whole buffer; the second turn
+    # heard in the same answer lies in audio already committed and must not be a new turn
+    # (it was an empty user item, and with transcription a crash).
+    core = SessionCore("t", CoreConfig(transcriber=True))
+    core.open()
+    core.handle(ce.SessionUpdate(session=SessionPatch(transcription=Transcription())))
+    step = core.handle(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 3000))
+    [detect] = of(step, DetectSpeech)
+    pattern = ([0.9] * 16 + [0.1] * 22) * 3
+    probs = tuple(pattern[: len(detect.chunks)])
+    out = core.handle(SpeechProbabilities(probs, detect.chunk_end_ms))
+    [committed] = of(out, se.InputAudioBufferCommitted)
+    [job] = of(out, Transcribe)
+    assert job.item_id == committed.item_id and job.audio16k.size
+    users = [i for i in core.conversation.items if i.role == "user"]
+    assert all(i.content for i in users)
+
+
+def _reply_with_unaligned_text(core: SessionCore) -> tuple[str, str]:
+    core.handle(ce.SessionUpdate(session=SessionPatch(turn_detection=None)))
+    core.handle(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 300))
+    [start] = of(core.handle(ce.InputAudioBufferCommit(create_response=True)), StartBackend)
+    rid, seq = start.response_id, start.seq
+    # Qwen3-Omni's Thinker text runs ahead of the Talker's audio: text, then audio, unaligned.
+    core.handle(BackendText(rid, seq, "One sentence. Two sentences."))
+    core.handle(BackendAudio(rid, seq, b"\0\0" * 24 * 1000))
+    core.handle(BackendDone(rid, seq))
+    return rid, core.ledger.item_id(rid)
+
+
+def test_rule5_unaligned_text_is_heard_only_with_the_whole_reply() -> None:
+    core = SessionCore("t")
+    core.open()
+    rid, item_id = _reply_with_unaligned_text(core)
+    core.handle(ce.PlaybackAck(response_id=rid, played_ms=1000))
+    assert core.conversation.get(item_id).content == (
+        conv.OutputAudio("One sentence. Two sentences.", 1000),
+    )
+
+
+def test_rule5_a_cut_drops_unaligned_text() -> None:
+    # Where the pipeline cannot say where words end, the cut sentence's text is dropped: a
+    # cut reply keeps its heard audio's length and none of the text it cannot place.
+    core = SessionCore("t")
+    core.open()
+    rid, item_id = _reply_with_unaligned_text(core)
+    core.handle(ce.PlaybackAck(response_id=rid, played_ms=400, truncate=True))
+    assert core.conversation.get(item_id).content == (conv.OutputAudio(None, 400),)
