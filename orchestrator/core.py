@@ -46,16 +46,16 @@ from orchestrator.actions import (
     ArmTimer,
     CancelBackend,
     CancelTimer,
-    DetectSpeech,
     EndSession,
     InferenceRequest,
     StartBackend,
     Transcribe,
 )
 from orchestrator.audio import OutputAudio, decode_input
-from orchestrator.envelope import Envelope
+from orchestrator.core_types import CoreConfig, CoreErrorCode, CoreInput, Step
+from orchestrator.envelope import Envelope, duration_words
 from orchestrator.fencing import ResponseFence
-from orchestrator.input_buffer import BufferFull, InputBuffer
+from orchestrator.input_buffer import BufferFull
 from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
@@ -78,71 +78,14 @@ from orchestrator.protocol import server as se
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.protocol.session_config import AudioFormat, SessionConfig
 from orchestrator.transcript_wait import TranscriptWait
-from orchestrator.turn_detection import TurnDetector
+from orchestrator.user_input import UserInput
 from statecharts import effects as fx
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
+__all__ = ["CoreConfig", "CoreErrorCode", "CoreInput", "SessionCore", "Step"]
+
 PCM16_24K_BYTES_PER_MS = 48
-
-# Every error code the core itself answers with (the codec's own are in protocol.errors).
-CoreErrorCode = Literal[
-    "input_audio_buffer_full",
-    "input_audio_buffer_commit_empty",
-    "response_not_active",
-    "conversation_already_has_active_response",
-    "unsupported_conversation",
-    "item_already_exists",
-    "item_not_found",
-    "invalid_value",
-    "playback_item_not_found",
-    "playback_item_mismatch",
-    "vad_unavailable",
-    "session_expired",
-    "server_shutting_down",
-]
-
-CoreInput = (
-    ce.ClientEvent
-    | ProtocolError
-    | SpeechProbabilities
-    | VadDown
-    | VadSpeechStarted
-    | VadSpeechStopped
-    | BackendText
-    | BackendAudio
-    | BackendDone
-    | BackendFailed
-    | TranscriptReady
-    | TimerFired
-    | CloseRequested
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What one input produced: server events to send, in order, and actions to carry out
-    (before the events: see orchestrator/actions.py)."""
-
-    events: tuple[se.ServerEvent, ...] = ()
-    actions: tuple[Action, ...] = ()
-
-    def __add__(self, other: Step) -> Step:
-        return Step(self.events + other.events, self.actions + other.actions)
-
-
-@dataclass(frozen=True, slots=True)
-class CoreConfig:
-    limits: conv.HistoryLimits = field(default_factory=conv.HistoryLimits)
-    max_input_buffer_bytes: int = 16 * 1024 * 1024
-    playback_entries: int = 64
-    model: str = "turntaker"
-    # A transcriber is there to ask (`Transcribe`); without one no transcript is ever asked for.
-    transcriber: bool = False
-    # The pipeline hears user audio through the orchestrator's transcripts (the cascade): every
-    # committed turn is transcribed, and a response starts once its turns' transcripts are in.
-    transcripts_for_pipeline: bool = False
-    transcript_wait_ms: int = 30_000
 
 
 @dataclass(slots=True)
@@ -174,21 +117,14 @@ class SessionCore:
         self.fence = ResponseFence()
         self.env = Envelope(session_id)
         self.live: OrderedDict[str, _Live] = OrderedDict()
-        vad = self.settings.turn_detection
-        self.detector: TurnDetector | None = TurnDetector(vad) if vad is not None else None
-        self._input = InputBuffer(self.config.max_input_buffer_bytes)
+        self.input = UserInput(self.config.max_input_buffer_bytes, self.settings.turn_detection)
         self._ids = 0
         self._pending_item_id: str | None = None
         self._events: list[se.ServerEvent] = []
         self._actions: list[Action] = []
         self._event_id: str | None = None
         self._now_ms = 0
-        self._vad_down = False
-        # The input clock at the last commit or clear: audio before it is in no new turn.
-        self._committed_to_ms = 0
         self._timer_tokens = 0
-        self._idle_token: int | None = None
-        self._idle_from_input_ms = 0
         self._wait = TranscriptWait(self.config.transcript_wait_ms)
 
     # The I/O layer's interface --------------------------------------------------------
@@ -264,7 +200,7 @@ class SessionCore:
 
     @property
     def buffered_ms(self) -> int:
-        return self._input.buffered_ms
+        return self.input.buffered_ms
 
     # Client events --------------------------------------------------------------------
     def _client(self, event: ce.ClientEvent) -> None:
@@ -280,8 +216,7 @@ class SessionCore:
                 create_response=event.create_response,
             )
         elif isinstance(event, ce.InputAudioBufferClear):
-            self._input.clear()
-            self._reset_turn()
+            self.input.clear()
             self._run_session("clear_input")
             self._events.append(self.env.input_cleared())
         elif isinstance(event, ce.ConversationItemCreate):
@@ -319,106 +254,51 @@ class SessionCore:
             create_response=vad.create_response if vad is not None else False,
             interrupt_response=vad.interrupt_response if vad is not None else False,
         )
-        if vad is None:
-            if self.detector is not None:
-                self._disarm_idle()
-            self.detector = None
-        elif self.detector is None:
-            self.detector = TurnDetector(vad)
-            # Audio before detection was on is not a turn's start.
-            self.detector.reset(self._input.clock_ms)
-        else:
-            self.detector.update(vad)
+        self._act(self.input.configure(vad))
         self._events.append(self.env.session_updated(self.settings, self.config.model))
 
     def _append(self, audio: bytes) -> None:
         try:
-            chunks = self._input.append(
-                audio, self.settings.input_format, detect=self.detector is not None
-            )
+            self._act(self.input.append(audio, self.settings.input_format))
         except BufferFull:
             self._error("input_audio_buffer_full", "The input audio buffer is full.")
-            return
-        if chunks is not None:
-            self._actions.append(DetectSpeech(chunks.chunks, chunks.end_ms))
 
-    # Turn detection -------------------------------------------------------------------
+    # Turn detection and timers --------------------------------------------------------
     def _speech_probabilities(self, answer: SpeechProbabilities) -> None:
-        self._vad_down = False
-        detector = self.detector
-        if detector is None:
-            return  # detection was turned off while these chunks were in flight
-        for probability, end_ms in zip(answer.probabilities, answer.chunk_end_ms, strict=True):
-            if detector.last_chunk_end_ms is not None and end_ms <= detector.last_chunk_end_ms:
-                continue  # chunks from before detection was (re)configured
-            if end_ms <= self._committed_to_ms:
-                # Audio already committed (or cleared) with an earlier turn, though the VAD
-                # answer for it came after that commit: it cannot open a new turn.
-                continue
-            for event in detector.feed(probability, end_ms):
-                self._vad_event(event)
+        for event in self.input.hear(answer):
+            self._vad_event(event)
 
     def _vad_unavailable(self, reason: str) -> None:
         # Turn detection pauses (the chunks count as neither speech nor silence); the client
         # hears of it once per outage, and the session goes on.
-        if self._vad_down:
-            return
-        self._vad_down = True
-        self._error(
-            "vad_unavailable",
-            f"Turn detection is paused: {reason}. Audio is still buffered; commit manually or "
-            "wait for it to recover.",
-            event_id=None,
-        )
+        if self.input.vad_down():
+            self._error(
+                "vad_unavailable",
+                f"Turn detection is paused: {reason}. Audio is still buffered; commit manually "
+                "or wait for it to recover.",
+                event_id=None,
+            )
 
     def _vad_event(self, event: VadEvent) -> None:
         if isinstance(event, VadSpeechStarted):
-            self._disarm_idle()
+            self._act(self.input.disarm_idle())
             self._run_session("speech_started", audio_start_ms=event.audio_start_ms)
         else:
             self._run_session(
                 "speech_stopped", audio_end_ms=event.audio_end_ms, buffered_ms=self.buffered_ms
             )
 
-    def _reset_turn(self) -> None:
-        """After a commit or clear: a turn in progress ends with the buffer that held it."""
-        self._committed_to_ms = self._input.clock_ms
-        if self.detector is not None:
-            self.detector.reset(self._committed_to_ms)
-
-    # Timers ---------------------------------------------------------------------------
     def _arm_idle(self, audio_ms: int) -> None:
         """OpenAI's idle_timeout_ms: from when the completed reply's audio will have finished
         playing (now plus its duration), ended early by any speech or new response."""
-        detector = self.detector
-        self._disarm_idle()
-        if detector is None or detector.config.idle_timeout_ms is None:
-            return
-        detector.arm_idle(self._now_ms + audio_ms)
-        deadline = detector.idle_deadline_ms
-        if deadline is None:
-            return  # the user is speaking: that turn is the answer
+        self._act(self.input.disarm_idle())
         self._timer_tokens += 1
-        self._idle_token = self._timer_tokens
-        self._idle_from_input_ms = self._input.clock_ms
-        self._actions.append(ArmTimer("idle", deadline, self._idle_token))
-
-    def _disarm_idle(self) -> None:
-        if self._idle_token is None:
-            return
-        self._idle_token = None
-        if self.detector is not None:
-            self.detector.disarm_idle()
-        self._actions.append(CancelTimer("idle"))
+        self._act(self.input.arm_idle(self._now_ms + audio_ms, self._timer_tokens))
 
     def _timer(self, fired: TimerFired) -> None:
         if fired.kind == "idle":
-            if fired.token != self._idle_token or self.detector is None:
-                return  # stale: a newer arming or a disarm came first
-            if not self.detector.idle(self._now_ms):
-                return
-            self._idle_token = None
-            self._idle_timeout()
+            if self.input.idle_fired(fired.token, self._now_ms):
+                self._idle_timeout()
         else:
             # Waited long enough: start with the transcripts known.
             self._release(self._wait.expired(fired.token))
@@ -427,10 +307,11 @@ class SessionCore:
         # The id the following commit creates (now, or the next turn's if the buffer is empty).
         item_id = self._pending_item_id or self._new_id("item")
         self._pending_item_id = item_id
-        now = self._input.clock_ms
+        now = self.input.clock_ms
+        start = min(self.input.idle_from_input_ms, now)
         self._events.append(
             se.InputAudioBufferTimeoutTriggered(
-                audio_start_ms=min(self._idle_from_input_ms, now), audio_end_ms=now, item_id=item_id
+                audio_start_ms=start, audio_end_ms=now, item_id=item_id
             )
         )
         # As OpenAI does: commit what the buffer holds (if anything), then answer.
@@ -490,22 +371,11 @@ class SessionCore:
     def _close(self, request: CloseRequested) -> None:
         """The generating response gets its terminal (cancelled) and the client the reason."""
         self._run_session("close")
+        self._events.append(self.env.closing(request))
         if request.reason == "server_shutting_down":
-            self._error(
-                "server_shutting_down",
-                "The server is shutting down; this session is closing. Reconnect to continue "
-                "(conversation state is not carried over).",
-                event_id=None,
-                error_type="server_error",
-            )
             self._actions.append(EndSession(1001, "server is shutting down", request.reason))
         else:
-            limit = _duration(request.max_session_s)
-            self._error(
-                "session_expired",
-                f"Your session hit the maximum duration of {limit}.",
-                event_id=None,
-            )
+            limit = duration_words(request.max_session_s)
             self._actions.append(EndSession(1000, f"session expired after {limit}", request.reason))
 
     # Items ----------------------------------------------------------------------------
@@ -625,7 +495,7 @@ class SessionCore:
             else (settings.instructions)
         )
         max_tokens = (params.max_output_tokens if params else None) or settings.max_output_tokens
-        self._disarm_idle()
+        self._act(self.input.disarm_idle())
         self.conversation.prune()
         request = InferenceRequest(
             instructions=instructions,
@@ -695,8 +565,7 @@ class SessionCore:
     def _commit_input(self) -> None:
         item_id = self._pending_item_id or self._new_id("item")
         self._pending_item_id = None
-        item = conv.Item(item_id, "user", self._input.take())
-        self._reset_turn()
+        item = conv.Item(item_id, "user", self.input.take())
         previous = self._last_item_id()
         self.conversation.add(item)
         self._events.append(self.env.input_committed(item_id, previous))
@@ -800,6 +669,10 @@ class SessionCore:
         self.conversation.fill_reply(item_id, content)
 
     # Helpers --------------------------------------------------------------------------
+    def _act(self, action: Action | None) -> None:
+        if action is not None:
+            self._actions.append(action)
+
     def _clock(self, now_ms: int | None) -> None:
         if now_ms is not None:
             self._now_ms = max(self._now_ms, now_ms)
@@ -827,7 +700,7 @@ class SessionCore:
     ) -> None:
         # By default the error names the client event being handled (rule 7).
         eid = self._event_id if event_id == "client" else event_id
-        self._events.append(self.env.error(code, message, param, eid, error_type))
+        self._events.append(self.env.error(code, message, param, eid))
 
     def _item_not_found(self, item_id: str, param: str = "item_id") -> None:
         self._error("item_not_found", f"Item with id '{item_id}' not found.", param)
@@ -836,14 +709,6 @@ class SessionCore:
         step = Step(tuple(self._events), tuple(self._actions))
         self._events, self._actions = [], []
         return step
-
-
-def _duration(seconds: float) -> str:
-    """OpenAI's wording for its 60-minute limit; short test limits in seconds."""
-    minutes = seconds / 60
-    if minutes >= 1 and minutes == int(minutes):
-        return f"{int(minutes)} minute" + ("s" if minutes != 1 else "")
-    return f"{seconds:g} seconds"
 
 
 def _content_from_wire(part: wire.ContentPart, fmt: AudioFormat) -> conv.Content:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from orchestrator import conversation as conv
 from orchestrator.actions import InferenceRequest
-from orchestrator.inputs import TranscriptReady
+from orchestrator.inputs import CloseRequested, TranscriptReady
 from orchestrator.playback import AckResult
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
@@ -97,6 +97,22 @@ class Envelope:
 
     def item_deleted(self, item_id: str) -> OutEvent:
         return se.ConversationItemDeleted(item_id=item_id)
+
+    def closing(self, request: CloseRequested) -> OutEvent:
+        """Why the session is ending, as the client's last `error`."""
+        if request.reason == "server_shutting_down":
+            return self.error(
+                "server_shutting_down",
+                "The server is shutting down; this session is closing. Reconnect to continue "
+                "(conversation state is not carried over).",
+                None,
+                None,
+                "server_error",
+            )
+        limit = duration_words(request.max_session_s)
+        return self.error(
+            "session_expired", f"Your session hit the maximum duration of {limit}.", None, None
+        )
 
     def transcription(self, ready: TranscriptReady) -> OutEvent:
         if ready.transcript is not None:
@@ -289,3 +305,11 @@ class Envelope:
                 event_id=event_id,
             )
         )
+
+
+def duration_words(seconds: float) -> str:
+    """OpenAI's wording for its 60-minute limit; short test limits in seconds."""
+    minutes = seconds / 60
+    if minutes >= 1 and minutes == int(minutes):
+        return f"{int(minutes)} minute" + ("s" if minutes != 1 else "")
+    return f"{seconds:g} seconds"
