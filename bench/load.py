@@ -353,7 +353,8 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
         "orchestrator's path; direct: the same `null` request with tritonclient, stream opened "
         "-> first chunk, in the same run; ratio = commit / direct medians.",
         "- lag: the server's event-loop lag (10 ms probe); backlog: appends waiting for or "
-        "in the VAD per session (p99; the one being answered counts); CPU: orchestrator process CPU per session as % of one core; "
+        "in the VAD per session (p99; the one being answered counts); CPU: orchestrator "
+        "process CPU per session as % of one core; "
         "RSS: growth over the idle server per session; client lag: the load generator's own "
         "event-loop lag, which bounds how far its timings can be off.",
         "",
