@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import wave
 from collections.abc import Iterator
@@ -135,9 +136,22 @@ def test_library_speech_is_the_binarys_speech(tmp_path: Path, voice: str) -> Non
     with wave.open(str(path)) as wav:
         expected = np.frombuffer(wav.readframes(wav.getnframes()), np.int16)
         rate = wav.getframerate()
-    synthesis = flite.synth(text, voice)
-    assert synthesis.rate == rate
-    np.testing.assert_array_equal(synthesis.pcm, expected)
+    # In a fresh process, as in the `tts` stub: the voices draw noise from libc's rand(), which
+    # any other thread of this test process (servers, clients of other tests) may also draw from.
+    out = tmp_path / "library.npy"
+    program = (
+        "import sys, numpy as np; from turntaker_models import flite; "
+        "s = flite.synth(sys.argv[1], sys.argv[2]); np.save(sys.argv[3], s.pcm); print(s.rate)"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", program, text, voice, str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert int(child.stdout.strip()) == rate
+    np.testing.assert_array_equal(np.load(out), expected)
 
 
 def test_word_ends_follow_the_sound() -> None:
