@@ -1,29 +1,20 @@
 """The session actor: one Trio task per session that owns its `SessionCore` and mailbox.
 
-Plumbing only: everything that happens to a session (a client message, a VAD answer, a chunk
-from a response's Triton stream, a transcript, a timer, the end of its lifetime) arrives as one
-mail in a bounded mailbox and is fed to the core in arrival order with the session's clock; the
-core decides, and the actor carries out the `Step` it returns: actions first (start or cancel
-a response actor, send chunks to the VAD feeder, transcribe, arm or cancel a timer), then the
-server events into the bounded outbox, then `EndSession`. It reads nothing of the core but
-`input_format`, and never looks at a server event to decide (only to count metrics).
-Structured concurrency: the VAD feeder, timers, transcriptions and every response actor run in
-the session's nursery, so closing the session cancels them all, and nothing outlives it.
+Plumbing only. Every happening (a client message, a VAD answer, a backend chunk, a transcript,
+a timer, the end of its lifetime) is one mail in a bounded mailbox, fed to the core in arrival
+order with the session's clock. The actor carries out the `Step` that comes back: actions
+first, then the server events into the bounded outbox, then `EndSession`. It reads nothing of
+the core but `input_format`, and looks at server events only to count metrics. The VAD feeder,
+timers, transcriptions and response actors run in the session's nursery: closing the session
+cancels them all. No wait cycle: the actor never waits on the VAD (vad_feeder.py's credits
+hold the reader back instead).
 
-No wait cycle between its tasks: the actor never waits on the VAD. The reader (`receive`)
-takes a VAD credit before it mails an append; the feeder returns it once that append's chunks
-are answered. So when the VAD falls behind, the session stops reading the client, while the
-actor keeps draining its mailbox (the feeder's answers included).
-
-How a session ends (`SessionActor.end` tells the I/O layer the close code and reason):
-- The client leaves: `client_gone()` cancels the actor at once; nobody is left to tell.
-- The client stops reading: an event that cannot be queued for `slow_client_timeout_s` (the
-  outbox is bounded in messages) ends the session with 1008 "client is not reading"; the
-  bound is what keeps a slow client from growing the server's memory.
-- `max_session_s` passes, or the server drains (`shut_down()`): a `CloseRequested` is mailed
-  behind what the session already has, so every event decided before it still goes out; the
-  core ends the generating response (its terminal `response.done`), says why in an `error`
-  event, and asks for the end (`EndSession`: 1000 or 1001).
+How a session ends (`end` tells the I/O layer the close code and reason): the client leaves
+(`client_gone()` cancels the actor at once); the client stops reading (an event that cannot be
+queued for `slow_client_timeout_s`: 1008, the bound that keeps a slow client from growing the
+server's memory); `max_session_s` passes or the server drains (`shut_down()`): a
+`CloseRequested` mailed behind what is queued, so every event decided before it still goes out,
+and the core's `EndSession` (1000 or 1001) after its terminal `response.done` and `error`.
 """
 
 from __future__ import annotations
