@@ -343,12 +343,12 @@ class SessionCore:
     def _start_backend(self, start: StartBackend) -> None:
         # The cascade hears through ASR: wait for the turn's transcript (it is being made
         # already) rather than have the pipeline transcribe the same audio again.
-        if self.config.transcripts_for_pipeline:
-            self._timer_tokens += 1
-            if self._wait.hold(start, self._timer_tokens):
-                deadline = self._now_ms + self._wait.wait_ms
-                self._actions.append(ArmTimer("transcripts", deadline, self._timer_tokens))
-                return
+        token = self._timer_tokens + 1
+        if self.config.transcripts_for_pipeline and self._wait.hold(start, token):
+            self._timer_tokens = token
+            deadline = self._now_ms + self._wait.wait_ms
+            self._actions.append(ArmTimer("transcripts", deadline, token))
+            return
         self._actions.append(dc_replace(start, transcripts=self._known_transcripts(start)))
 
     def _release(self, start: StartBackend | None) -> None:

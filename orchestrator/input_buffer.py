@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from orchestrator import conversation as conv
 from orchestrator.audio import InputAudio as InputDecoder
-from orchestrator.audio import VadFrames, sample_width
+from orchestrator.audio import VadFrames, bytes_to_ms, sample_width
 from orchestrator.inputs import Samples
 from orchestrator.protocol.session_config import AudioFormat
 
@@ -45,15 +45,16 @@ class Chunks:
 
 
 class InputBuffer:
-    __slots__ = ("_base_samples", "_decoder", "_frames", "_max_bytes", "_runs", "_samples", "_size")
+    __slots__ = ("_base_ms", "_decoder", "_frames", "_max_bytes", "_run_samples", "_runs", "_size")
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._runs: list[_Run] = []
         self._size = 0
-        # The clock: whole samples of earlier format runs (in ms) plus this run's samples.
-        self._base_samples = 0.0
-        self._samples: tuple[AudioFormat, int] | None = None
+        # The clock: the ms of earlier format runs, plus this run's whole samples (counted in
+        # samples so that a run's time stays exact however it was cut into appends).
+        self._base_ms = 0.0
+        self._run_samples: tuple[AudioFormat, int] | None = None
         self._decoder: InputDecoder | None = None
         self._frames: VadFrames | None = None
 
@@ -63,21 +64,20 @@ class InputBuffer:
 
     @property
     def buffered_ms(self) -> int:
-        return sum(
-            (len(r.data) // sample_width(r.format)) * 1000 // r.format.rate for r in self._runs
-        )
+        return sum(bytes_to_ms(r.format, len(r.data)) for r in self._runs)
 
     @property
     def clock_ms(self) -> int:
-        ms = self._base_samples
-        if self._samples is not None:
-            fmt, samples = self._samples
+        ms = self._base_ms
+        if self._run_samples is not None:
+            fmt, samples = self._run_samples
             ms += samples * 1000 / fmt.rate
         return int(ms)
 
     def append(self, raw: bytes, fmt: AudioFormat, *, detect: bool) -> Chunks | None:
         if self._size + len(raw) > self._max_bytes:
             raise BufferFull
+        before_ms = self.clock_ms
         if self._runs and self._runs[-1].format == fmt:
             self._runs[-1].data += raw
         else:
@@ -89,9 +89,8 @@ class InputBuffer:
             return None
         if self._decoder is None or self._decoder.format != fmt or self._frames is None:
             # A new run of the decoder; its chunks start where the clock stood before this audio.
-            start = self.clock_ms - int(len(raw) // sample_width(fmt) * 1000 / fmt.rate)
             self._decoder = InputDecoder(fmt)
-            self._frames = VadFrames(start_ms=max(start, 0))
+            self._frames = VadFrames(start_ms=before_ms)
         cut = self._frames.push(self._decoder.push(raw))
         if not cut:
             return None
@@ -99,12 +98,12 @@ class InputBuffer:
 
     def _tick(self, fmt: AudioFormat, raw: bytes) -> None:
         whole = len(raw) // sample_width(fmt)
-        if self._samples is None or self._samples[0] != fmt:
-            if self._samples is not None:
-                old, n = self._samples
-                self._base_samples += n * 1000 / old.rate
-            self._samples = (fmt, 0)
-        self._samples = (fmt, self._samples[1] + whole)
+        run = self._run_samples
+        if run is None or run[0] != fmt:
+            if run is not None:
+                self._base_ms += run[1] * 1000 / run[0].rate
+            run = (fmt, 0)
+        self._run_samples = (fmt, run[1] + whole)
 
     def take(self) -> tuple[conv.InputAudio, ...]:
         """The buffered audio as one tagged part per format run; the buffer is empty after."""

@@ -19,9 +19,8 @@ and the core's `EndSession` (1000 or 1001) after its terminal `response.done` an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 
@@ -36,7 +35,6 @@ from orchestrator.actions import (
 )
 from orchestrator.core import CoreConfig, CoreInput, SessionCore, Step
 from orchestrator.inputs import (
-    BackendEvent,
     CloseReason,
     CloseRequested,
     SpeechProbabilities,
@@ -199,14 +197,10 @@ class SessionActor:
     async def _serve(self) -> None:
         await self._carry_out(self.core.open(self._timers.now_ms()))
         async for mail in self._mail_recv:
-            if isinstance(mail, _Client):
-                step = self.core.handle(mail.event, self._timers.now_ms())
-                await self._carry_out(step, credit=mail.credit)
-            else:
-                step = self.core.handle(mail.event, self._timers.now_ms())
-                if isinstance(mail.event, SpeechProbabilities):
-                    self._metrics.vad_step(step, mail.at)
-                await self._carry_out(step)
+            step = self.core.handle(mail.event, self._timers.now_ms())
+            if isinstance(mail, _Input) and isinstance(mail.event, SpeechProbabilities):
+                self._metrics.vad_step(step, mail.at)
+            await self._carry_out(step, credit=isinstance(mail, _Client) and mail.credit)
             if self.end is not None:
                 return
 
@@ -236,7 +230,8 @@ class SessionActor:
                 if actor is not None:
                     actor.cancel()
             elif isinstance(action, Transcribe):
-                self._start_soon(self._transcribe, action)
+                assert self._nursery is not None
+                self._nursery.start_soon(self._transcribe, action)
             elif isinstance(action, ArmTimer):
                 assert self._nursery is not None
                 self._timers.arm(self._nursery, action)
@@ -251,10 +246,6 @@ class SessionActor:
             await self._queue_out(self._encoder.encode(event).decode())
         if end is not None:
             self.end = SessionEnd(end.code, end.reason, end.cause)
-
-    def _start_soon(self, fn: Callable[[Any], Any], arg: object) -> None:
-        assert self._nursery is not None
-        self._nursery.start_soon(fn, arg)
 
     async def _transcribe(self, job: Transcribe) -> None:
         transcriber = self.services.transcriber
@@ -280,11 +271,10 @@ class SessionActor:
             action,
             request_id,
             self.services.responses,
-            post=self._post_backend,
+            post=self._post,
             audio_with_transcript=not self.services.transcripts_for_pipeline,
         )
         self._responses[action.response_id] = actor
-        self._metrics.backend_started(action.response_id)
 
         async def run() -> None:
             try:
@@ -293,9 +283,6 @@ class SessionActor:
                 self._responses.pop(action.response_id, None)
 
         self._nursery.start_soon(run)
-
-    async def _post_backend(self, event: BackendEvent) -> None:
-        await self._post(event)
 
 
 def pipeline_request_id(config: ServiceConfig, response_id: str) -> str:

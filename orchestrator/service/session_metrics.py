@@ -1,8 +1,9 @@
 """One session's contribution to the service metrics, read off what the session sends.
 
 Observation only: nothing here decides. Barge-in latency runs from the VAD's answer to the
-step that cleared the client's audio; time to first audio from `StartBackend` to the first
-audio delta. State is one timestamp per response in flight, dropped at its `response.done`.
+step that cleared the client's audio; time to first audio from `response.created` to the
+first audio delta (a cascade response's wait for its turn's transcript included). State is one
+timestamp per response in flight, dropped at its `response.done`.
 """
 
 from __future__ import annotations
@@ -19,16 +20,15 @@ class SessionMetrics:
         self._metrics = metrics
         self._first_audio_pending: dict[str, float] = {}
 
-    def backend_started(self, response_id: str) -> None:
-        self._first_audio_pending[response_id] = trio.current_time()
-
     def vad_step(self, step: Step, decided_at: float) -> None:
         if any(isinstance(e, se.OutputAudioBufferCleared) for e in step.events):
             self._metrics.observe("barge_in_latency", trio.current_time() - decided_at)
             self._metrics.interruptions.inc()
 
     def sent(self, event: se.ServerEvent) -> None:
-        if isinstance(event, se.ResponseOutputAudioDelta):
+        if isinstance(event, se.ResponseCreated):
+            self._first_audio_pending[event.response.id] = trio.current_time()
+        elif isinstance(event, se.ResponseOutputAudioDelta):
             began = self._first_audio_pending.pop(event.response_id, None)
             if began is not None:
                 self._metrics.observe("time_to_first_audio", trio.current_time() - began)
