@@ -34,7 +34,13 @@ import numpy.typing as npt
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import OUTPUT_SAMPLE_RATE, ContractError, decode_parameters
 from turntaker_models.settings import check_null_speed
-from turntaker_models.triton_adapter import ModelContext, Reply, first_bytes, text_tensor
+from turntaker_models.triton_adapter import (
+    NO_AUDIO,
+    ModelContext,
+    PipelineSink,
+    Reply,
+    first_bytes,
+)
 
 Audio = npt.NDArray[np.float32]
 STAGE = "null"
@@ -51,7 +57,6 @@ MAX_CHUNK_MS = 10_000.0
 # Quiet (-26 dBFS) so that a benchmark that does play it does not blast anyone.
 TONE_HZ = 440.0
 TONE_AMPLITUDE = 0.05
-_NO_AUDIO: Audio = np.zeros(0, np.float32)
 
 
 def _number(parameters: Mapping[str, str], key: str, default: float) -> float:
@@ -295,7 +300,7 @@ class NullStreams:
         if self._cancelled(stream):
             self._stop(stream)
             return
-        audio = self.audio if stream.audio else _NO_AUDIO
+        audio = self.audio if stream.audio else NO_AUDIO
         try:
             stream.sink.chunk(token_text(stream.sent), audio)
         except Exception:
@@ -329,23 +334,11 @@ class NullStreams:
             pass
 
 
-class ReplySink:
+class ReplySink(PipelineSink):
     """One request's Reply (turntaker_models.triton_adapter) seen as a `Sink`."""
 
-    def __init__(self, reply: Reply) -> None:
-        self.reply = reply
-
     def chunk(self, text: bytes, audio: Audio) -> None:
-        self.reply.send({"TEXT_DELTA": text_tensor(text), "AUDIO_CHUNK": audio})
-
-    def error(self, message: str) -> None:
-        self.reply.fail(message)
-
-    def final(self) -> None:
-        self.reply.close()
-
-    def cancelled(self) -> bool:
-        return self.reply.is_cancelled()
+        self.send(text, audio)
 
 
 class NullService:

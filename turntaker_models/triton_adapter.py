@@ -103,6 +103,41 @@ def text_tensor(value: str | bytes) -> npt.NDArray[np.object_]:
     return np.array([raw], dtype=np.object_)
 
 
+NO_AUDIO: npt.NDArray[np.float32] = np.zeros(0, np.float32)
+
+
+def pipeline_outputs(
+    text: str | bytes, audio: npt.NDArray[np.float32] = NO_AUDIO
+) -> dict[str, npt.NDArray[Any]]:
+    """One response of the pipeline contract: a text delta and an audio chunk, both always
+    present (either may be empty), as every stage that ends a pipeline sends them."""
+    return {
+        "TEXT_DELTA": text_tensor(text),
+        "AUDIO_CHUNK": np.ascontiguousarray(audio, dtype=np.float32),
+    }
+
+
+class PipelineSink:
+    """One request's `Reply`, speaking the pipeline contract's outputs (`null`, `tts`)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    def send(
+        self, text: bytes, audio: npt.NDArray[np.float32] = NO_AUDIO, final: bool = False
+    ) -> None:
+        self.reply.send(pipeline_outputs(text, audio), final=final)
+
+    def error(self, message: str) -> None:
+        self.reply.fail(message)
+
+    def final(self) -> None:
+        self.reply.close()
+
+    def cancelled(self) -> bool:
+        return self.reply.is_cancelled()
+
+
 class TritonReply:
     """`Reply` over a decoupled Python-backend request; `pb` is triton_python_backend_utils."""
 

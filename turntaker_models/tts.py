@@ -64,7 +64,12 @@ from turntaker_models.contract import (
     GenerationParameters,
     decode_parameters,
 )
-from turntaker_models.triton_adapter import ModelContext, Reply, first_bytes, text_tensor
+from turntaker_models.triton_adapter import (
+    ModelContext,
+    PipelineSink,
+    Reply,
+    first_bytes,
+)
 
 Audio = npt.NDArray[np.float32]
 STAGE = "tts"
@@ -619,36 +624,14 @@ class Speaker:
             sink.text(rest, final=False)
 
 
-_NO_AUDIO: Audio = np.zeros(0, np.float32)
-
-
-class ReplySink:
+class ReplySink(PipelineSink):
     """One request's Reply (turntaker_models.triton_adapter) seen as a `Sink`."""
 
-    def __init__(self, reply: Reply) -> None:
-        self.reply = reply
-
-    def _send(self, text: bytes, audio: Audio, final: bool = False) -> None:
-        outputs = {
-            "TEXT_DELTA": text_tensor(text),
-            "AUDIO_CHUNK": np.ascontiguousarray(audio, dtype=np.float32),
-        }
-        self.reply.send(outputs, final=final)
-
     def text(self, text: bytes, final: bool) -> None:
-        self._send(text, _NO_AUDIO, final)
+        self.send(text, final=final)
 
     def chunk(self, audio: Audio, text: bytes = b"") -> None:
-        self._send(text, audio)
-
-    def error(self, message: str) -> None:
-        self.reply.fail(message)
-
-    def final(self) -> None:
-        self.reply.close()
-
-    def cancelled(self) -> bool:
-        return self.reply.is_cancelled()
+        self.send(text, audio)
 
 
 class TtsService:

@@ -28,10 +28,9 @@ from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, 
 from turntaker_models.omni.talker import TalkerSession
 from turntaker_models.omni.thinker import TALKER_FIXED_ROWS, TalkerStart
 from turntaker_models.settings import ModelSettings
+from turntaker_models.triton_adapter import pipeline_outputs
 
 log = logging.getLogger("turntaker.omni")
-
-_NO_AUDIO = np.zeros(0, np.float32)
 
 
 def _message(tensors: dict[str, Any], prefix: str, reply: wire.Reply) -> Message:
@@ -219,7 +218,7 @@ class Code2WavStage:
         if message.kind == wire.TEXT:
             # Answered from execute(), in arrival order: text deltas keep their order.
             text = wire.read_text(tensors.get("C_TEXT"))
-            reply.send({"TEXT_DELTA": wire.text_tensor(text), "AUDIO_CHUNK": _NO_AUDIO})
+            reply.send(pipeline_outputs(text))
             reply.close()
             return
         self.workers.submit(message)
@@ -260,7 +259,7 @@ class _Code2WavStream:
         try:
             audio = self._handle(message)
             if audio is not None and audio.size:
-                reply.send({"TEXT_DELTA": wire.text_tensor(b""), "AUDIO_CHUNK": audio})
+                reply.send(pipeline_outputs(b"", audio))
             reply.close()
         except Cancelled:
             self.stage.loaded.board.record_stop(self.request_id, "code2wav")
