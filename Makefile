@@ -45,6 +45,13 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.trio_bridge --rounds 3
 	$(BIN)/python -m bench.realtime_latency --runs 10
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10
+	$(BIN)/python -m bench.gpu_omni --weights tiny --write
+
+# Qwen3-Omni at real size (random weights built on the GPU) on one GPU node, no network needed:
+# bench/gpu_omni.sh says what the node needs. No $(STAMP): the node cannot install anything.
+.PHONY: bench-gpu
+bench-gpu:
+	bench/gpu_omni.sh
 
 # The protocol fuzzer's long run, in memory and against a live server (CI runs about 10,600
 # in memory and 2,000 over the socket in `make test`).

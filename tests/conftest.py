@@ -37,6 +37,9 @@ def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSe
         log_file=log,
         # While working on one model, TURNTAKER_TEST_MODELS=asr,tts loads only those.
         models=tuple(m for m in os.environ.get("TURNTAKER_TEST_MODELS", "").split(",") if m),
+        # The thinker's prompt journal: what each request's prompt really held. Shared by every
+        # test on this server; a test picks its own lines by request id.
+        prompt_log=tmp_path_factory.mktemp("omni") / "prompts.jsonl",
     )
     server = TritonServer(config)
     server.start()
@@ -50,5 +53,16 @@ def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSe
 def realtime_server(triton_server: TritonServer) -> Iterator[BackgroundServer]:
     """A real realtime server (Trio, hypercorn, real sockets) on the session's tritonserver."""
     config = ServiceConfig(port=free_port(), triton_urls=(triton_server.grpc_url,))
+    with BackgroundServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def omni_realtime_server(triton_server: TritonServer) -> Iterator[BackgroundServer]:
+    """A real realtime server on the `qwen3_omni` pipeline (tiny random weights) of the session's
+    tritonserver; its models: `qwen3_omni`, `vad`, `asr`, `cancel` (serve.needed_models)."""
+    config = ServiceConfig(
+        port=free_port(), triton_urls=(triton_server.grpc_url,), pipeline="qwen3_omni"
+    )
     with BackgroundServer(config) as server:
         yield server

@@ -16,6 +16,7 @@ CACHE_ENV = "TURNTAKER_CACHE_DIR"
 OMNI_WEIGHTS_ENV = "TURNTAKER_OMNI_WEIGHTS"
 THREADS_ENV = "TURNTAKER_MODEL_THREADS"
 NULL_SPEED_ENV = "TURNTAKER_NULL_SPEED"
+PROMPT_LOG_ENV = "TURNTAKER_PROMPT_LOG"
 DEFAULT_BOARD = Path("/dev/shm/turntaker-cancel-board")
 
 
@@ -42,6 +43,9 @@ class ModelSettings:
     threads: int
     # Divides every delay of the benchmark model `null` (1000: a thousand times real time).
     null_speed: float = 1.0
+    # The prompt journal (turntaker_models/omni/prompt_journal.py): one JSON line per request the
+    # thinker accepts, the layout of the prompt it ran; None: no journal.
+    prompt_log: Path | None = None
 
     def __post_init__(self) -> None:
         check_null_speed(self.null_speed)
@@ -50,6 +54,7 @@ class ModelSettings:
     def from_env(cls, env: dict[str, str] | None = None) -> ModelSettings:
         e = dict(os.environ if env is None else env)
         omni = e.get(OMNI_WEIGHTS_ENV)
+        prompt_log = e.get(PROMPT_LOG_ENV)
         raw_speed = e.get(NULL_SPEED_ENV) or "1"
         try:
             null_speed = float(raw_speed)
@@ -63,6 +68,7 @@ class ModelSettings:
             omni_weights=Path(omni) if omni else None,
             threads=max(1, int(e.get(THREADS_ENV) or 1)),
             null_speed=null_speed,
+            prompt_log=Path(prompt_log) if prompt_log else None,
         )
 
     def environment(self) -> dict[str, str]:
@@ -76,4 +82,6 @@ class ModelSettings:
         }
         if self.omni_weights is not None:
             env[OMNI_WEIGHTS_ENV] = str(self.omni_weights)
+        if self.prompt_log is not None:
+            env[PROMPT_LOG_ENV] = str(self.prompt_log)
         return env

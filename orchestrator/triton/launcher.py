@@ -70,6 +70,9 @@ class TritonConfig:
     model_threads: int = 1
     # Divides every delay of the benchmark model `null` (TURNTAKER_NULL_SPEED); must be > 0.
     null_speed: float = 1.0
+    # The thinker's prompt journal (TURNTAKER_PROMPT_LOG): one JSON line per accepted request;
+    # None: no journal.
+    prompt_log: Path | None = None
 
     def __post_init__(self) -> None:
         # Refused here, before a server starts, rather than as a `null` model that fails to load.
@@ -285,6 +288,7 @@ class TritonServer:
             omni_weights=self.config.omni_weights,
             threads=self.config.model_threads,
             null_speed=self.config.null_speed,
+            prompt_log=self.config.prompt_log,
         )
 
     def board(self) -> CancelBoard:

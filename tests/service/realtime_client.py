@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +89,32 @@ class RawSession:
             event = self.recv(left)
             if event["type"] == kind and all(event.get(k) == v for k, v in match.items()):
                 return event
+
+    def first(
+        self,
+        kind: str,
+        since: int = 0,
+        timeout_s: float = 60.0,
+        where: Callable[[dict[str, Any]], bool] = lambda _: True,
+    ) -> dict[str, Any]:
+        """The first event of type `kind` (and `where`) from `events[since:]` on, reading more
+        as needed. Unlike `until`, an event that already arrived while the caller waited for
+        something else is found, so waits can come in any order."""
+        index = since
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for event in self.events[index:]:
+                if event["type"] == kind and where(event):
+                    return event
+            index = len(self.events)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                seen = [e["type"] for e in self.events[-30:]]
+                raise TimeoutError(f"no {kind} within {timeout_s} s; last events: {seen}")
+            try:
+                self.recv(left)
+            except TimeoutError:
+                continue  # the deadline check above says what was awaited and what came
 
     def drain(self, quiet_s: float = 0.5) -> list[dict[str, Any]]:
         """Everything that arrives until nothing has come for `quiet_s`."""

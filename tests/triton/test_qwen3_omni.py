@@ -7,6 +7,7 @@ and errors, not quality. Timings are printed (run with -s to see them).
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,11 +26,13 @@ from orchestrator.triton.pipeline_client import (
     PipelineStream,
     pipeline_inputs,
 )
+from tests.turntaker_models.omni.images import data_url, encoded, image_url
 from turntaker_models.contract import (
     OUTPUT_SAMPLE_RATE,
     AudioPart,
     Conversation,
     GenerationParameters,
+    ImagePart,
     Message,
     TextPart,
 )
@@ -167,6 +170,72 @@ def test_audio_input(triton_server: TritonServer) -> None:
     whole_frames(result.audio.shape[0])
 
 
+def _journal(server: TritonServer, request_id: str) -> dict[str, Any]:
+    path = server.config.prompt_log
+    assert path is not None, "the session's server keeps no prompt journal"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    matching = [e for e in entries if e["request_id"] == request_id]
+    assert len(matching) == 1, f"{len(matching)} journal lines for {request_id}"
+    return matching[0]
+
+
+def test_image_input_and_its_journal_line(triton_server: TritonServer) -> None:
+    conversation = Conversation(
+        [
+            Message("system", [TextPart("Be brief.")]),
+            Message("user", [ImagePart(image_url(64, 48, "PNG")), TextPart("What is it?")]),
+            Message("assistant"),  # an unheard turn
+            Message("user", [AudioPart(0), ImagePart(image_url(40, 90, "JPEG"))]),
+        ]
+    )
+    params = GenerationParameters(6)
+    first = run(triton_server, PipelineRequest("omni-image-a", conversation, [tone()], params))
+    second = run(triton_server, PipelineRequest("omni-image-b", conversation, [tone()], params))
+    assert first.text and first.chunks
+    assert np.isfinite(first.audio).all()
+    whole_frames(first.audio.shape[0])
+    # Greedy: the vision tower's features and the positions are the same every time.
+    assert second.text == first.text
+    assert second.audio.shape == first.audio.shape
+    entry = _journal(triton_server, "omni-image-a")
+    assert [m["role"] for m in entry["messages"]] == ["system", "user", "assistant", "user"]
+    assert entry["messages"][1]["parts"] == [
+        {"type": "image", "tokens": 4, "grid": [1, 4, 4]},
+        {"type": "text", "text": "What is it?"},
+    ]
+    assert entry["messages"][2] == {"role": "assistant", "parts": []}
+    audio, image = entry["messages"][3]["parts"]
+    assert audio["type"] == "audio" and audio["tokens"] == 13  # 1 s: 100 mel frames -> 13
+    assert image == {"type": "image", "tokens": 3, "grid": [1, 6, 2]}
+    assert entry["tokens"] > 4 + 13 + 3
+
+
+PNG = encoded(64, 48, "PNG")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("data:image/png;base64,@@@", "qwen3_omni: image 1: the data URL's base64 is invalid"),
+        (data_url(b"not an image", "image/png"), "qwen3_omni: image 1 is not a PNG or JPEG"),
+        (data_url(encoded(8, 8, "GIF"), "image/gif"), "qwen3_omni: image 1 is not a PNG or JPEG"),
+        (data_url(PNG[:-40], "image/png"), "qwen3_omni: image 1 is truncated or corrupt"),
+        (image_url(1000, 4), "qwen3_omni: image 1 is 1000x4"),
+    ],
+)
+def test_bad_image_fails_the_request_and_the_next_one_works(
+    triton_server: TritonServer, url: str, expected: str
+) -> None:
+    bad = Conversation([Message("user", [ImagePart(image_url()), TextPart("and"), ImagePart(url)])])
+    with pytest.raises(PipelineError) as caught:
+        run(triton_server, PipelineRequest("omni-bad-image", bad, (), GenerationParameters(4)))
+    assert expected in str(caught.value)
+    after = run(
+        triton_server, PipelineRequest("omni-after-bad", HELLO, (), GenerationParameters(4))
+    )
+    assert after.text and after.chunks
+
+
 def test_cancel_mid_stream(triton_server: TritonServer) -> None:
     board = triton_server.board()
     request_id = "omni-cancel"
@@ -236,11 +305,6 @@ def _raw_stream(server: TritonServer, inputs: list[Any]) -> str:
         (b"{not json", "CONVERSATION is not JSON"),
         (b'{"messages": []}', "no messages"),
         (b'{"messages": [{"role": "user", "content": [{"type": "audio", "audio": 3}]}]}', "audio"),
-        (
-            b'{"messages": [{"role": "user", "content": '
-            b'[{"type": "image", "image_url": "data:image/png;base64,AA=="}]}]}',
-            "image parts are not supported",
-        ),
     ],
 )
 def test_bad_conversation_is_an_error(

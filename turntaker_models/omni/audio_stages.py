@@ -178,11 +178,7 @@ class _TalkerStream:
             self._frame(reply, session.step(None))
 
     def _start(self, message: Message, greedy: bool, seed: int, voice: str) -> None:
-        t = message.tensors
-        start = TalkerStart(
-            rows=torch.from_numpy(np.asarray(t["T_EMBEDS"], np.float32)),
-            mm=torch.from_numpy(np.asarray(t["T_MM"], bool)),
-        )
+        start = wire.read_talker_start(message.tensors)
         loaded = self.stage.loaded
         self.session = TalkerSession(
             loaded.model, loaded.config, greedy, seed, MAX_CODEC_TOKENS, self._cancelled

@@ -4,11 +4,18 @@ Each Triton model loads only its own stage: the real thinker alone is 59 GiB in 
 process that needs the talker must not materialise it. The checkpoint keeps every stage under
 its prefix (`thinker.`, `talker.`, `code2wav.`); `key_mapping` strips it and transformers skips
 the other stages' tensors. Works for the tiny weights of `tiny.py` and the real checkpoint alike.
+
+A folder with the random-init marker (`RANDOM_INIT_MARKER`, written by real_size.py) has no
+weights: the stage is built from its config straight on the placement's device and dtype, and
+filled there with seeded values (matrices N(0, 0.02), norms 1, biases 0), deterministic per
+seed and device. transformers' own init is skipped: it would leave the talker's fused experts
+as torch.empty and walk every module once more for nothing.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -20,7 +27,7 @@ import torch
 from turntaker_models.settings import ModelSettings
 
 Stage = Literal["thinker", "talker", "code2wav"]
-TINY_DIR_NAME = "tiny-omni-seed0"
+TINY_DIR_NAME = "tiny-omni-seed0-v2"
 
 log = logging.getLogger("turntaker.omni")
 
@@ -84,17 +91,80 @@ def _register_talker_conversion() -> None:
         )
 
 
-def load_stage(path: Path, stage: Stage, placement: Placement) -> Any:
-    """The stage's module, in eval mode, on the placement's device and dtype."""
+RANDOM_INIT_MARKER = "turntaker-random-init.json"
+STD = 0.02
+# Stage offsets of the seed: the three stages draw different values from one folder's seed.
+_SEED_OFFSET = {"thinker": 0, "talker": 1, "code2wav": 2}
+# Vectors that the constructors make with torch.zeros/ones/full (which skipping init leaves
+# alone): SnakeBeta's log-scale alpha and beta (0), Code2Wav's layer scales and ConvNeXt gamma.
+_CONSTRUCTED_VECTORS = frozenset({"alpha", "beta", "scale", "gamma"})
+
+
+def _stage_class(stage: Stage) -> tuple[Any, str]:
     import transformers
 
-    config = load_config(path)
     classes: dict[str, tuple[Any, str]] = {
         "thinker": (transformers.Qwen3OmniMoeThinkerForConditionalGeneration, "thinker_config"),
         "talker": (transformers.Qwen3OmniMoeTalkerForConditionalGeneration, "talker_config"),
         "code2wav": (transformers.Qwen3OmniMoeCode2Wav, "code2wav_config"),
     }
-    cls, config_name = classes[stage]
+    return classes[stage]
+
+
+def random_init_seed(path: Path) -> int | None:
+    """The seed of a weightless random-init folder (real_size.py), None for real weights."""
+    marker = path / RANDOM_INIT_MARKER
+    if not marker.exists():
+        return None
+    return int(json.loads(marker.read_text())["seed"])
+
+
+def build_empty(stage: Stage, stage_config: Any, placement: Placement) -> Any:
+    """The stage's module on the placement's device and dtype, parameters unfilled.
+
+    Allocated where it will run (on the meta device it allocates nothing: parameter counts).
+    transformers' init is skipped; buffers (rope frequencies, sinusoids, code offsets) are
+    computed by the constructors and are right.
+    """
+    from transformers import initialization
+
+    cls, _ = _stage_class(stage)
+    with torch.device(placement.device), initialization.no_init_weights():
+        return cls._from_config(stage_config, dtype=placement.dtype)
+
+
+@torch.no_grad()
+def fill_random_(model: Any, seed: int) -> None:
+    """Give every parameter a value: matrices N(0, STD) from a generator seeded with `seed`
+    on the parameter's device, norm weights 1, biases 0, constructed vectors as they are."""
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    for module_name, module in model.named_modules():
+        norm = "Norm" in type(module).__name__
+        for name, param in module.named_parameters(recurse=False):
+            if param.ndim >= 2:
+                param.normal_(0.0, STD, generator=generator)
+            elif norm and name == "weight":
+                param.fill_(1.0)
+            elif name == "bias":
+                param.zero_()
+            elif name not in _CONSTRUCTED_VECTORS:
+                # A parameter kind this rule has not seen (a newer transformers): refuse rather
+                # than serve torch.empty garbage.
+                raise ValueError(f"no random-init rule for {module_name}.{name}")
+
+
+def load_stage(path: Path, stage: Stage, placement: Placement) -> Any:
+    """The stage's module, in eval mode, on the placement's device and dtype."""
+    import transformers
+
+    config = load_config(path)
+    cls, config_name = _stage_class(stage)
+    seed = random_init_seed(path)
+    if seed is not None:
+        model = build_empty(stage, getattr(config, config_name), placement)
+        fill_random_(model, seed * len(_SEED_OFFSET) + _SEED_OFFSET[stage])
+        return model.eval().requires_grad_(False)
     if stage == "talker":
         _register_talker_conversion()
     placed: dict[str, Any] = {}

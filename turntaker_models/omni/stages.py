@@ -26,6 +26,8 @@ from turntaker_models.contract import (
     ContractError,
     Conversation,
     GenerationParameters,
+    ImagePart,
+    Part,
     TextPart,
     decode_conversation,
     decode_parameters,
@@ -33,15 +35,15 @@ from turntaker_models.contract import (
 )
 from turntaker_models.contract import Message as ContractMessage
 from turntaker_models.omni import wire
+from turntaker_models.omni.images import gray_png_url
 from turntaker_models.omni.loader import (
     Placement,
     load_config,
-    load_feature_extractor,
     load_stage,
-    load_tokenizer,
     weights_dir,
 )
 from turntaker_models.omni.prompt import Prompt, PromptBuilder
+from turntaker_models.omni.prompt_journal import PromptJournal
 from turntaker_models.omni.sampling import Cancelled, SamplingConfig
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.thinker import TalkerStart, ThinkerSession
@@ -105,10 +107,9 @@ class ThinkerStage:
     def __init__(self, settings: ModelSettings, limits: StreamLimits | None = None) -> None:
         self.loaded = load("thinker", settings)
         path = self.loaded.path
-        self.tokenizer = load_tokenizer(path)
-        self.prompts = PromptBuilder(
-            self.tokenizer, load_feature_extractor(path), self.loaded.config.thinker_config
-        )
+        self.prompts = PromptBuilder.load(path, self.loaded.config.thinker_config)
+        self.tokenizer = self.prompts.tokenizer
+        self.journal = PromptJournal(settings.prompt_log) if settings.prompt_log else None
         text_config = self.loaded.config.thinker_config.text_config
         self.hidden = int(text_config.hidden_size)
         self.max_positions = int(text_config.max_position_embeddings)
@@ -132,8 +133,12 @@ class ThinkerStage:
             self._live.discard(request_id)
 
     def warm_up(self) -> TalkerStart | None:
-        """One short generation, so that the first request does not pay for lazy set-up."""
-        conversation = Conversation([ContractMessage("user", [TextPart("Hello")])])
+        """One short generation, so that the first request does not pay for lazy set-up (with an
+        image when the checkpoint takes images: the vision tower's first call is slow too)."""
+        parts: list[Part] = [TextPart("Hello")]
+        if self.prompts.image_processor is not None:
+            parts.insert(0, ImagePart(gray_png_url(64, 64)))
+        conversation = Conversation([ContractMessage("user", parts)])
         prompt = self.prompts.build(conversation, [])
         session = ThinkerSession(
             self.loaded.model, self.loaded.config, prompt, SamplingConfig(), 0, lambda: False
@@ -198,6 +203,12 @@ class _ThinkerRun:
         if not stage.claim(request_id):
             reply.fail(f"qwen3_omni: REQUEST_ID {request_id} is already generating")
             return True
+        if stage.journal is not None:
+            try:
+                stage.journal.write(request_id, prompt)
+            except OSError:
+                # The journal is for inspection; a full disk must not fail the conversation.
+                log.exception("thinker: prompt journal %s", stage.journal.path)
         try:
             self._run(request_id, prompt, params, raw_parameters, reply)
         finally:
@@ -293,6 +304,7 @@ class _ThinkerSender:
                 "T_SEQ": wire.int_tensor(self.seq),
                 "T_EMBEDS": np.ascontiguousarray(embeds, np.float32),
                 "T_MM": np.ascontiguousarray(mm, bool),
+                **wire.talker_start_tensors(rows if isinstance(rows, TalkerStart) else None),
             }
         )
         self.seq += 1

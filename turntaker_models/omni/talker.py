@@ -5,11 +5,17 @@ codebooks 1..G-1, one forward each with a fresh cache. The next talker input is 
 frame's codebook embeddings plus that step's text conditioning: the projection of the next
 thinker token, `tts_eos` in place of the thinker's final token, then `tts_pad` until the talker
 emits codec EOS. Positions are passed explicitly (the module's own `rope_deltas` is shared).
+
+Positions as generate() gives them (`compute_3d_position_ids`): with images in the user turns,
+the prefill's come from the talker's own `get_rope_index` over the user ids plus the assistant
+part's tts_pad ids, with the user images' grids and audio lengths, and each later step is text +
+that delta; without images they are plain positions (what `get_rope_index` gives then).
 """
 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -31,8 +37,25 @@ PREDICTOR_SAMPLING = SamplingConfig(temperature=1.0, top_k=50, top_p=0.8)
 DEFAULT_SPEAKER = "ethan"
 
 
-def _positions(start: int, length: int, device: torch.device) -> torch.Tensor:
-    return torch.arange(start, start + length, device=device).view(1, 1, -1).expand(4, 1, length)
+# The assistant part of the talker's prefill: 3 + 4 + 1 + 1 rows (see `TalkerSession.start`).
+ASSISTANT_ROWS = 9
+
+
+def _positions(start: int, length: int, delta: int, device: torch.device) -> torch.Tensor:
+    # [4, 1, length]: the text positions (for the causal mask) then the 3 mRoPE rows.
+    text = torch.arange(start, start + length, device=device).view(1, 1, -1)
+    return torch.cat([text, (text + delta).expand(3, 1, length)], dim=0)
+
+
+class _WithAudioConfig:
+    """The talker's config, read through, plus an `audio_config` (see `_rope_index`)."""
+
+    def __init__(self, config: Any, audio_config: Any) -> None:
+        self._config = config
+        self.audio_config = audio_config
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._config, name)
 
 
 def speaker_id(config: Any, voice: str) -> int:
@@ -68,6 +91,7 @@ class TalkerSession:
         self.cancelled = cancelled
         self.cache: Any = None
         self.length = 0
+        self.delta = 0  # mRoPE positions minus text positions, from the prefill
         vocab = self.tc.text_config.vocab_size
         eos = int(self.tc.codec_eos_token_id)
         self.eos = eos
@@ -133,8 +157,46 @@ class TalkerSession:
         )
         embeds = torch.cat([user, text_side + codec_side], dim=0)[None]
         self.cache = DynamicCache(config=self.tc.text_config)
-        self._forward(embeds)
+        self._forward(embeds, self._prefill_positions(start, user_count))
         return self._frame()
+
+    def _prefill_positions(self, start: TalkerStart, user_count: int) -> torch.Tensor | None:
+        """get_rope_index's positions when images sit in the user turns; None: plain ones."""
+        if start.image_grids.numel() == 0:
+            return None
+        if start.ids.shape[0] != user_count:
+            raise ValueError(f"talker start: {start.ids.shape[0]} ids for {user_count} user rows")
+        pad = torch.full((ASSISTANT_ROWS,), int(self.config.tts_pad_token_id), dtype=torch.long)
+        ids = torch.cat([start.ids.long(), pad])[None].to(self.device)
+        audio = start.audio_lengths.to(self.device) if start.audio_lengths.numel() else None
+        rope, delta = self._rope_index(ids, start.image_grids.to(self.device), audio)
+        self.delta = int(delta.reshape(-1)[0].item())
+        text = torch.arange(ids.shape[1], device=self.device).view(1, 1, -1)
+        return torch.cat([text.to(rope.dtype), rope.to(self.device)], dim=0)
+
+    def _rope_index(
+        self, ids: torch.Tensor, grids: torch.Tensor, audio: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        mask = torch.ones_like(ids)
+        if audio is None or hasattr(self.tc, "audio_config"):
+            out: tuple[torch.Tensor, torch.Tensor] = self.model.get_rope_index(
+                ids, grids, None, mask, False, audio, None
+            )
+            return out
+        # transformers 5.24: with audio next to images, get_rope_index counts each audio's
+        # placeholders with `config.audio_config.n_window`, which the talker's config lacks (so
+        # generate() itself fails there). Lend it the thinker's: the placeholders were counted
+        # with it. A view, never a change to the shared model's config.
+        from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as mq
+
+        view = SimpleNamespace(
+            config=_WithAudioConfig(self.tc, self.config.thinker_config.audio_config),
+            spatial_merge_size=self.model.spatial_merge_size,
+            get_llm_pos_ids_for_vision=self.model.get_llm_pos_ids_for_vision,
+        )
+        shared: Any = mq.Qwen3OmniMoePreTrainedModelForConditionalGeneration
+        out = shared.get_rope_index(view, ids, grids, None, mask, False, audio, None)
+        return out
 
     @torch.inference_mode()
     def step(self, text: torch.Tensor | None) -> list[int] | None:
@@ -161,10 +223,12 @@ class TalkerSession:
         self.last_hidden = None
         self.done = True
 
-    def _forward(self, embeds: torch.Tensor) -> None:
+    def _forward(self, embeds: torch.Tensor, positions: torch.Tensor | None = None) -> None:
+        if positions is None:
+            positions = _positions(self.length, embeds.shape[1], self.delta, self.device)
         out = self.model(
             inputs_embeds=embeds,
-            position_ids=_positions(self.length, embeds.shape[1], self.device),
+            position_ids=positions,
             cache=self.cache,
             use_cache=True,
             output_hidden_states=True,

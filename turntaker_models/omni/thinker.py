@@ -11,12 +11,19 @@ Talker conditioning (`TalkerStart.rows`, thinker hidden size H, one row per posi
   rows[U:U+3]   embeddings of the last `<|im_start|>`, `assistant`, `\\n`
   rows[U+3:U+6] embeddings of tts_bos, tts_eos, tts_pad
   rows[U+6]     embedding of the first generated token
-Each later text token reaches the talker as its embedding row alone.
+Each later text token reaches the talker as its embedding row alone. With it go what the talker
+needs for its own mRoPE positions (generate() hands it `talker_input_ids`, `image_grid_thw` and
+`audio_feature_lengths`): the user rows' token ids and the grids and mel lengths of the images
+and audio in the user turns (the talker sees no other turn).
+
+Positions: the prefill takes the model's own 3-D mRoPE positions (`get_rope_index` with the
+image grids and audio lengths; text positions as the first of 4 rows, as
+`_prepare_position_ids_for_generation` builds them); each later step is text + delta.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -33,10 +40,20 @@ from turntaker_models.omni.sampling import (
 TALKER_FIXED_ROWS = 7
 
 
+def _empty_long(*shape: int) -> torch.Tensor:
+    return torch.zeros(shape, dtype=torch.long)
+
+
 @dataclass(frozen=True)
 class TalkerStart:
     rows: torch.Tensor  # [U + 7, H] float32 on CPU
     mm: torch.Tensor  # [U + 7] bool
+    # The user rows' token ids [U]; empty: plain positions (nothing multimodal to place).
+    ids: torch.Tensor = field(default_factory=lambda: _empty_long(0))
+    # (t, h, w) of each image in the user rows [n, 3], in order.
+    image_grids: torch.Tensor = field(default_factory=lambda: _empty_long(0, 3))
+    # Mel frames of each audio in the user rows [m], in order.
+    audio_lengths: torch.Tensor = field(default_factory=lambda: _empty_long(0))
 
 
 def _positions(start: int, length: int, delta: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -44,6 +61,13 @@ def _positions(start: int, length: int, delta: torch.Tensor, device: torch.devic
     text = torch.arange(start, start + length, device=device).view(1, 1, -1)
     rope = (text + delta.to(device).long().view(1, 1, 1)).expand(3, 1, length)
     return torch.cat([text, rope], dim=0)
+
+
+def prefill_positions(rope: torch.Tensor) -> torch.Tensor:
+    """[4, 1, L]: the text positions row, then `get_rope_index`'s 3 rows (as generate() does)."""
+    length = rope.shape[-1]
+    text = torch.arange(length, device=rope.device).view(1, 1, -1)
+    return torch.cat([text.to(rope.dtype), rope], dim=0)
 
 
 class ThinkerSession:
@@ -83,26 +107,29 @@ class ThinkerSession:
         from transformers import DynamicCache
 
         check(self.cancelled)
-        ids = self.prompt.input_ids.to(self.device)
+        prompt = self.prompt
+        ids = prompt.input_ids.to(self.device)
         mask = torch.ones_like(ids)
         audio_lengths = None
-        features = feature_mask = None
-        if (
-            self.prompt.input_features is not None
-            and self.prompt.feature_attention_mask is not None
-        ):
-            features = self.prompt.input_features.to(self.device, self.model.dtype)
-            feature_mask = self.prompt.feature_attention_mask.to(self.device)
+        features = feature_mask = pixels = grids = None
+        if prompt.input_features is not None and prompt.feature_attention_mask is not None:
+            features = prompt.input_features.to(self.device, self.model.dtype)
+            feature_mask = prompt.feature_attention_mask.to(self.device)
             audio_lengths = feature_mask.sum(-1)
-        _, self.delta = self.model.model.get_rope_index(
-            ids, None, None, mask, False, audio_lengths, None
+        if prompt.pixel_values is not None and prompt.image_grid_thw is not None:
+            pixels = prompt.pixel_values.to(self.device, self.model.dtype)
+            grids = prompt.image_grid_thw.to(self.device)
+        rope, self.delta = self.model.model.get_rope_index(
+            ids, grids, None, mask, False, audio_lengths, None
         )
         self.cache = DynamicCache(config=self.model.config.text_config)
         out = self.model(
             input_ids=ids,
             input_features=features,
             feature_attention_mask=feature_mask,
-            position_ids=_positions(0, ids.shape[1], self.delta, self.device),
+            pixel_values=pixels,
+            image_grid_thw=grids,
+            position_ids=prefill_positions(rope.to(self.device)),
             cache=self.cache,
             use_cache=True,
             output_hidden_states=want_talker,
@@ -153,4 +180,30 @@ class ThinkerSession:
         flags = torch.cat(
             [mm[user], torch.zeros(TALKER_FIXED_ROWS, dtype=torch.bool, device=seq.device)]
         )
-        return TalkerStart(rows=rows.float().cpu(), mm=flags.cpu())
+        grids, audio_lengths = self._user_media(seq, user)
+        return TalkerStart(
+            rows=rows.float().cpu(),
+            mm=flags.cpu(),
+            ids=seq[user].long().cpu(),
+            image_grids=grids,
+            audio_lengths=audio_lengths,
+        )
+
+    def _user_media(
+        self, seq: torch.Tensor, user: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Grids of the images and mel lengths of the audio that sit in user turns, in order:
+        the k-th `<|vision_start|><|image_pad|>` is grid k, the k-th `<|audio_start|>` audio k."""
+        tc = self.config.thinker_config
+        prompt = self.prompt
+        grids = _empty_long(0, 3)
+        lengths = _empty_long(0)
+        if prompt.image_grid_thw is not None:
+            starts = torch.nonzero(seq[:-1] == tc.vision_start_token_id).flatten()
+            starts = starts[seq[starts + 1] == tc.image_token_id]
+            grids = prompt.image_grid_thw.cpu()[user[starts].cpu()].long()
+        if prompt.feature_attention_mask is not None:
+            starts = torch.nonzero(seq == tc.audio_start_token_id).flatten()
+            frames = prompt.feature_attention_mask.sum(-1).cpu()
+            lengths = frames[user[starts].cpu()].long()
+        return grids, lengths

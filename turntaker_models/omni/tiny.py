@@ -4,6 +4,14 @@ The serving code, the tests and `turntaker triton` on a fresh clone all need a c
 looks like the real one (same config classes, same special tokens, same file layout) but builds
 in a second without any download. Random weights give near-silent audio and gibberish text;
 that is enough to check shapes, lengths, streaming exactness and determinism.
+
+Laid out as Qwen's checkpoint is, so that `Qwen3OmniMoeProcessor.from_pretrained` reads it:
+`preprocessor_config.json` holds the Whisper feature extractor and the Qwen2-VL image processor
+together; `tokenizer_config.json` names the multimodal tokens the processor reads
+(`image_token`, `audio_bos_token`, ...); `chat_template.jinja` is a chat template of the
+structure of Qwen's (written here, not copied: see CHAT_TEMPLATE). The image processor's patch,
+temporal patch and merge sizes are the vision tower's; its pixel bounds are tiny (a 64x48 image
+becomes 4 image tokens) so that tests stay fast.
 """
 
 from __future__ import annotations
@@ -33,6 +41,47 @@ SPECIAL_TOKENS = (
 # Role names are single tokens in Qwen's vocabulary; the talker finds turns by them.
 ROLE_TOKENS = ("system", "user", "assistant")
 TOKENIZER_VOCAB = 384
+# The names under which transformers' processors look the multimodal tokens up on a tokenizer
+# (Qwen3OmniMoeProcessor.__init__), as in Qwen's tokenizer_config.json.
+MULTIMODAL_TOKENS = {
+    "image_token": "<|image_pad|>",
+    "audio_token": "<|audio_pad|>",
+    "video_token": "<|video_pad|>",
+    "vision_bos_token": "<|vision_start|>",
+    "vision_eos_token": "<|vision_end|>",
+    "audio_bos_token": "<|audio_start|>",
+    "audio_eos_token": "<|audio_end|>",
+}
+# The structure of Qwen's Qwen3-Omni template (each message `<|im_start|>role\n...<|im_end|>\n`,
+# content lists of text/image/audio/video items, the generation prompt `<|im_start|>assistant\n`)
+# without its tool-calling branches; Qwen's own text was not available offline.
+CHAT_TEMPLATE = """\
+{%- macro render_content(content) %}
+    {%- if content is string %}
+        {{- content }}
+    {%- elif content is not none %}
+        {%- for item in content %}
+            {%- if item.type == 'image' or 'image' in item or 'image_url' in item %}
+                {{- '<|vision_start|><|image_pad|><|vision_end|>' }}
+            {%- elif item.type == 'audio' or 'audio' in item or 'audio_url' in item %}
+                {{- '<|audio_start|><|audio_pad|><|audio_end|>' }}
+            {%- elif item.type == 'video' or 'video' in item %}
+                {{- '<|vision_start|><|video_pad|><|vision_end|>' }}
+            {%- elif 'text' in item %}
+                {{- item.text }}
+            {%- endif %}
+        {%- endfor %}
+    {%- endif %}
+{%- endmacro %}
+{%- for message in messages %}
+    {{- '<|im_start|>' + message.role + '\\n' }}
+    {{- render_content(message.content) }}
+    {{- '<|im_end|>\\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+"""
 
 # Codec vocabulary of the tiny talker: codes below CODEBOOK_SIZE, control ids in the top 1024
 # (generate() suppresses that band except codec EOS), as in the real checkpoint.
@@ -40,6 +89,13 @@ CODEBOOK_SIZE = 64
 NUM_CODE_GROUPS = 4
 TALKER_VOCAB = CODEBOOK_SIZE + 1024
 HIDDEN = 64
+# Vision tower patching (the real checkpoint's values); the image processor must use the same.
+PATCH_SIZE = 16
+TEMPORAL_PATCH_SIZE = 2
+SPATIAL_MERGE_SIZE = 2
+# Pixel bounds of the tiny image processor: 1 to 16 image tokens per image.
+MIN_PIXELS = 32 * 32
+MAX_PIXELS = 128 * 128
 
 _CORPUS = """\
 Turn taking is the way people share a conversation. One person speaks, the other listens, and
@@ -78,7 +134,9 @@ def _train_tokenizer(out_dir: Path) -> None:
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         model_max_length=32768,
+        extra_special_tokens=dict(MULTIMODAL_TOKENS),
     )
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out_dir))
 
 
@@ -159,6 +217,10 @@ def tiny_config_dict(ids: dict[str, int]) -> dict[str, Any]:
             "out_hidden_size": HIDDEN,
             "deepstack_visual_indexes": [0],
             "num_position_embeddings": 256,
+            "in_channels": 3,
+            "patch_size": PATCH_SIZE,
+            "temporal_patch_size": TEMPORAL_PATCH_SIZE,
+            "spatial_merge_size": SPATIAL_MERGE_SIZE,
         },
         "user_token_id": ids["user"],
         **media,
@@ -199,7 +261,7 @@ def tiny_config_dict(ids: dict[str, int]) -> dict[str, Any]:
         "codec_think_bos_id": band + 12,
         "codec_think_eos_id": band + 13,
         "speaker_id": {"ethan": band + 20, "chelsie": band + 21, "aiden": band + 22},
-        "spatial_merge_size": 2,
+        "spatial_merge_size": SPATIAL_MERGE_SIZE,
         **media,
     }
     code2wav = {
@@ -254,9 +316,35 @@ def _write(out_dir: Path, seed: int) -> None:
         return_attention_mask=True,
     )
     extractor.save_pretrained(str(out_dir))
+    _write_image_processor(out_dir, config.thinker_config.vision_config)
     (out_dir / "turntaker-tiny.json").write_text(
         json.dumps({"seed": seed, "note": "random tiny weights, not a trained model"}) + "\n"
     )
+
+
+def _write_image_processor(out_dir: Path, vision: Any) -> None:
+    """The Qwen2-VL image processor, merged into the feature extractor's preprocessor_config.json
+    (one file for both, as in Qwen's checkpoint)."""
+    import transformers
+
+    tf: Any = transformers
+    # The PIL backend: the same preprocessing without torchvision (not installed here).
+    images = tf.Qwen2VLImageProcessorPil(
+        patch_size=vision.patch_size,
+        temporal_patch_size=vision.temporal_patch_size,
+        merge_size=vision.spatial_merge_size,
+        min_pixels=MIN_PIXELS,
+        max_pixels=MAX_PIXELS,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
+    path = out_dir / "preprocessor_config.json"
+    merged = json.loads(path.read_text())
+    merged.update(images.to_dict())
+    # The class name a GPU image with torchvision resolves to the fast backend.
+    merged["image_processor_type"] = "Qwen2VLImageProcessor"
+    merged["processor_class"] = "Qwen3OmniMoeProcessor"
+    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
 
 
 def make_tiny_omni(out_dir: Path, seed: int = 0) -> Path:

@@ -19,6 +19,11 @@ thinker -> talker (every response carries all of these):
   T_EMBEDS      FP32   [-1, H]  START: `TalkerStart.rows` (see thinker.py); TOKEN: the token's
                                 embedding [1, H]; END/ABORT: [0, H]
   T_MM          BOOL   [-1]     START: rows that take `hidden_projection`; else all False
+  T_IDS         INT64  [-1]     START: the token ids of the user rows (`TalkerStart.ids`), for the
+                                talker's mRoPE positions; else [0]
+  T_IMAGE_GRIDS INT64  [-1, 3]  START: (t, h, w) of each image in the user rows, in order; else
+                                [0, 3]
+  T_AUDIO_LENGTHS INT64 [-1]    START: mel frames of each audio in the user rows, in order; else [0]
 talker -> code2wav:
   C_TEXT        STRING [1]      TEXT: the text delta to pass on; else ""
   C_REQUEST_ID  STRING [1]
@@ -34,6 +39,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import torch
+
+from turntaker_models.omni.thinker import TalkerStart
 
 # The Reply a stage answers on, and the Triton one, are the shared adapter's (one for every
 # decoupled model); re-exported so that the stages keep writing `wire.Reply`.
@@ -49,7 +57,6 @@ ABORT = 3
 FRAME = 1
 TEXT = 4
 
-
 # The same reading as every decoupled model's (an absent or empty tensor reads as b"").
 read_text = first_bytes
 
@@ -62,3 +69,36 @@ def read_int(value: npt.NDArray[Any] | None, default: int = 0) -> int:
     if value is None or value.size == 0:
         return default
     return int(value.reshape(-1)[0])
+
+
+def talker_start_tensors(start: TalkerStart | None) -> dict[str, npt.NDArray[Any]]:
+    """T_IDS, T_IMAGE_GRIDS and T_AUDIO_LENGTHS of a message (empty unless START)."""
+    if start is None:
+        return {
+            "T_IDS": np.zeros(0, np.int64),
+            "T_IMAGE_GRIDS": np.zeros((0, 3), np.int64),
+            "T_AUDIO_LENGTHS": np.zeros(0, np.int64),
+        }
+    return {
+        "T_IDS": np.ascontiguousarray(start.ids.numpy(), np.int64),
+        "T_IMAGE_GRIDS": np.ascontiguousarray(start.image_grids.numpy(), np.int64).reshape(-1, 3),
+        "T_AUDIO_LENGTHS": np.ascontiguousarray(start.audio_lengths.numpy(), np.int64),
+    }
+
+
+def read_talker_start(tensors: dict[str, Any]) -> TalkerStart:
+    """The thinker's START conditioning as the talker receives it."""
+
+    def longs(name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        value = tensors.get(name)
+        if value is None:
+            return torch.zeros(shape, dtype=torch.long)
+        return torch.from_numpy(np.array(value, np.int64)).reshape(-1, *shape[1:])
+
+    return TalkerStart(
+        rows=torch.from_numpy(np.asarray(tensors["T_EMBEDS"], np.float32)),
+        mm=torch.from_numpy(np.asarray(tensors["T_MM"], bool)),
+        ids=longs("T_IDS", (0,)),
+        image_grids=longs("T_IMAGE_GRIDS", (0, 3)),
+        audio_lengths=longs("T_AUDIO_LENGTHS", (0,)),
+    )

@@ -16,5 +16,16 @@ TritonPythonModel = decoupled_model(
     pb_utils,
     "talker",
     stage_service("talker", TalkerStage),
-    ("T_TEXT", "T_REQUEST_ID", "T_PARAMETERS", "T_KIND", "T_SEQ", "T_EMBEDS", "T_MM"),
+    (
+        "T_TEXT",
+        "T_REQUEST_ID",
+        "T_PARAMETERS",
+        "T_KIND",
+        "T_SEQ",
+        "T_EMBEDS",
+        "T_MM",
+        "T_IDS",
+        "T_IMAGE_GRIDS",
+        "T_AUDIO_LENGTHS",
+    ),
 )

@@ -34,9 +34,5 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Tiny:
         thinker=loader.load_stage(path, "thinker", placement),
         talker=loader.load_stage(path, "talker", placement),
         code2wav=loader.load_stage(path, "code2wav", placement),
-        prompts=PromptBuilder(
-            loader.load_tokenizer(path),
-            loader.load_feature_extractor(path),
-            config.thinker_config,
-        ),
+        prompts=PromptBuilder.load(path, config.thinker_config),
     )

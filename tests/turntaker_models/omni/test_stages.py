@@ -8,6 +8,7 @@ ends, text-only streams and cancels.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -20,10 +21,12 @@ import numpy.typing as npt
 import pytest
 
 from tests.turntaker_models.omni.conftest import Tiny
+from tests.turntaker_models.omni.images import image_url
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
+    ImagePart,
     Message,
     TextPart,
     encode,
@@ -84,8 +87,14 @@ class Chain:
     def _to_talker(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
         self.talker.submit(outputs, self._reply(self._to_code2wav))
 
-    def start(self, request_id: str, params: GenerationParameters, text: str = "Hello") -> None:
-        conversation = Conversation([Message("user", [TextPart(text)])])
+    def start(
+        self,
+        request_id: str,
+        params: GenerationParameters,
+        text: str = "Hello",
+        conversation: Conversation | None = None,
+    ) -> None:
+        conversation = conversation or Conversation([Message("user", [TextPart(text)])])
         tensors = {
             "REQUEST_ID": wire.text_tensor(request_id),
             "CONVERSATION": wire.text_tensor(encode(conversation)),
@@ -115,7 +124,11 @@ class Chain:
 def chain(tiny: Tiny, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     root = tmp_path_factory.mktemp("stages")
     settings = ModelSettings(
-        board_path=root / "board", cache_dir=root, omni_weights=tiny.path, threads=1
+        board_path=root / "board",
+        cache_dir=root,
+        omni_weights=tiny.path,
+        threads=1,
+        prompt_log=root / "prompts.jsonl",
     )
     stages = Chain(
         ThinkerStage(settings),
@@ -169,6 +182,64 @@ def test_cancel_frees_every_stage(chain: Chain) -> None:
     assert {"thinker", "talker"} <= set(stops), stops
     assert all(0 <= t < 1e9 for t in stops.values())
     assert all(r.error is None for r in chain.replies)
+
+
+def test_image_request_speaks_and_is_journaled(chain: Chain) -> None:
+    # The START's image grids and user ids travel to the talker (wire.py) and it speaks.
+    _reset(chain)
+    conversation = Conversation([Message("user", [ImagePart(image_url()), TextPart("Look")])])
+    chain.start("with-image", GenerationParameters(max_tokens=6), conversation=conversation)
+    chain.wait_idle()
+    assert all(r.error is None for r in chain.replies), [r.error for r in chain.replies]
+    assert "".join(chain.text)
+    samples = sum(a.shape[0] for a in chain.audio)
+    assert samples > 0 and (samples + 555) % 1920 == 0
+    journal = chain.thinker.journal
+    assert journal is not None
+    entries = [json.loads(line) for line in journal.path.read_text().splitlines()]
+    entry = next(e for e in entries if e["request_id"] == "with-image")
+    assert entry["messages"] == [
+        {
+            "role": "user",
+            "parts": [
+                {"type": "image", "tokens": 4, "grid": [1, 4, 4]},
+                {"type": "text", "text": "Look"},
+            ],
+        }
+    ]
+
+
+def test_bad_image_fails_that_request_only(chain: Chain) -> None:
+    _reset(chain)
+    bad = Conversation([Message("user", [ImagePart("data:image/png;base64,AA==")])])
+    chain.start("bad-image", GenerationParameters(max_tokens=4), conversation=bad)
+    chain.wait_idle()
+    errors = [r.error for r in chain.replies if r.error]
+    assert errors == ["qwen3_omni: image 0 is not a PNG or JPEG: unrecognised data"]
+    _reset(chain)
+    chain.start("after-bad-image", GenerationParameters(max_tokens=4))
+    chain.wait_idle()
+    assert all(r.error is None for r in chain.replies) and "".join(chain.text)
+
+
+def test_talker_start_survives_the_wire(tiny: Tiny) -> None:
+    import torch
+
+    from turntaker_models.omni.thinker import TalkerStart
+
+    start = TalkerStart(
+        rows=torch.randn(10, 4),
+        mm=torch.tensor([False, True, True] + [False] * 7),
+        ids=torch.arange(3),
+        image_grids=torch.tensor([[1, 4, 4]]),
+        audio_lengths=torch.tensor([100, 37]),
+    )
+    tensors = {"T_EMBEDS": start.rows.numpy(), "T_MM": start.mm.numpy()}
+    back = wire.read_talker_start(tensors | wire.talker_start_tensors(start))
+    for name in ("rows", "mm", "ids", "image_grids", "audio_lengths"):
+        assert torch.equal(getattr(back, name), getattr(start, name)), name
+    empty = wire.read_talker_start(tensors | wire.talker_start_tensors(None))
+    assert empty.image_grids.shape == (0, 3) and empty.ids.numel() == 0
 
 
 def test_detokenizer_holds_split_characters(tiny: Tiny) -> None:

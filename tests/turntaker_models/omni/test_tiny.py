@@ -15,7 +15,14 @@ STAGES = ("thinker", "talker", "code2wav")
 
 def test_same_seed_same_bytes(tiny: Tiny, tmp_path: Path) -> None:
     again = make_tiny_omni(tmp_path / "again", seed=0)
-    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+    for name in (
+        "model.safetensors",
+        "tokenizer.json",
+        "config.json",
+        "tokenizer_config.json",
+        "preprocessor_config.json",
+        "chat_template.jinja",
+    ):
         assert (again / name).read_bytes() == (tiny.path / name).read_bytes(), name
     other = make_tiny_omni(tmp_path / "other", seed=1)
     assert (other / "model.safetensors").read_bytes() != (
@@ -71,3 +78,17 @@ def test_each_stage_loads_exactly_its_weights(
         assert state[key].equal(value), key
     for key, value in state.items():
         assert bool(value.isfinite().all()), key
+
+
+def test_tokenizer_names_the_multimodal_tokens(tiny: Tiny) -> None:
+    # What Qwen3OmniMoeProcessor.__init__ reads off the tokenizer, as Qwen's tokenizer has it.
+    from turntaker_models.omni.tiny import MULTIMODAL_TOKENS
+
+    tokenizer = tiny.prompts.tokenizer
+    for name, token in MULTIMODAL_TOKENS.items():
+        assert getattr(tokenizer, name) == token, name
+    tc = tiny.config.thinker_config
+    assert tokenizer.image_token_id == tc.image_token_id
+    assert tokenizer.audio_token_id == tc.audio_token_id
+    assert tokenizer.video_token_id == tc.video_token_id
+    assert "<|vision_start|><|image_pad|><|vision_end|>" in tokenizer.chat_template

@@ -1,0 +1,508 @@
+"""Qwen3-Omni streams at concurrency 1, 4 and 10: time to first audio, codec frames/s, cancel.
+
+    python -m bench.gpu_omni --weights real --write       # one GPU (bench/gpu_omni.sh)
+    python -m bench.gpu_omni --weights tiny --write       # tiny weights on CPU: the baseline
+    python -m bench.gpu_omni --weights tiny --quick       # seconds; what CI runs
+
+Rules:
+- A real tritonserver on model_repository/ with only `qwen3_omni` (its three steps) and
+  `cancel`, driven over gRPC with `PipelineStream`, as a client would; or a running one
+  (`--url`, `--board` for its cancel board).
+- Weights: `real` = the Qwen3-Omni-30B-A3B sizes with random values built on the GPU at load
+  (real_size.py: no download, no weight files), bf16 on cuda; `tiny` = the tiny checkpoint,
+  float32 on CPU; `tiny-random` = the tiny sizes through the random-init loader path.
+- Prompt: a user turn of flite speech (16 kHz; a synthetic signal of the same length when flite
+  is not installed, said in the table) plus a short text, so the audio encoder runs.
+- N streams start together (a barrier), several rounds. Time to first audio: request sent ->
+  first AUDIO_CHUNK received. Codec frames/s per stream: samples after the first chunk / 1920
+  over the time from the first to the last chunk (12.5 frames/s is real time). Cancel: in a
+  round of N streams, once every stream has audio, one is cancelled (board write + stream
+  cancel); from the board's cancel time to the last stop record of thinker/talker/code2wav.
+- A time budget caps the rounds (every cell gets at least one); the table says how many ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from bench import report, speech
+from orchestrator.triton import TritonConfig, TritonServer
+from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
+from turntaker_models.cancel_board import CancelBoard
+from turntaker_models.contract import (
+    INPUT_SAMPLE_RATE,
+    OUTPUT_SAMPLE_RATE,
+    AudioPart,
+    Conversation,
+    GenerationParameters,
+    Message,
+    TextPart,
+)
+from turntaker_models.omni import loader
+
+Weights = Literal["real", "tiny", "tiny-random"]
+MODEL = "qwen3_omni"
+REPO = Path(__file__).resolve().parent.parent / "model_repository"
+HEADINGS: dict[str, str] = {
+    "real": "## Qwen3-Omni streams (real-size random weights, GPU)",
+    "tiny": "## Qwen3-Omni streams (tiny weights, CPU)",
+    "tiny-random": "## Qwen3-Omni streams (tiny random-init weights, CPU)",
+}
+FRAME_SAMPLES = 1920  # one codec frame: 80 ms at 24 kHz
+REAL_TIME_FPS = 12.5
+SPOKEN = "Hello! I would like to know what the weather will be like tomorrow in Paris."
+TEXT = "Please answer in one short sentence."
+# Anchors: vllm-omni's async-chunk serving of the real model on one H800, and the Qwen3-Omni
+# technical report's theoretical first packet (cold start, one stream).
+VLLM_OMNI_TTFA_MS = {1: 523.0, 4: 786.0, 10: 1629.0}
+REPORT_FIRST_PACKET_MS = 234.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run does; `rounds` per concurrency, the budget caps them (at least one each)."""
+
+    weights: Weights
+    concurrency: tuple[int, ...]
+    rounds: tuple[int, ...]
+    cancel_rounds: int
+    max_tokens: int
+    cancel_max_tokens: int
+    budget_s: float
+    threads: int
+    # Pause after a cancel round: the cancelled requests' queued messages still close in the
+    # stages; let them, or they weigh on the next round (and a server stopped then waits).
+    settle_s: float = 2.0
+    # Real widths with this many layers per stack (real weights only): a smoke run on a CPU.
+    layers: int | None = None
+
+
+def heading(plan: Plan) -> str:
+    if plan.layers is not None:
+        return f"## Qwen3-Omni streams (real widths, {plan.layers} layers per stack: smoke run)"
+    return HEADINGS[plan.weights]
+
+
+def plan_for(weights: Weights, quick: bool) -> Plan:
+    if quick:
+        return Plan(weights, (1, 4, 10), (1, 1, 1), 1, 2, 64, 60.0, 1, settle_s=0.5)
+    if weights == "real":
+        # Sized for under 8 minutes on one H200 with building and start-up (an estimate: 240 s
+        # of rounds; not yet run on a GPU). bench/gpu_omni.sh runs it.
+        return Plan(weights, (1, 4, 10), (8, 4, 3), 3, 8, 200, 240.0, 4)
+    # The same streams as the GPU run, more rounds: the CPU baseline of that table.
+    return Plan(weights, (1, 4, 10), (20, 10, 6), 6, 8, 200, 600.0, 1)
+
+
+@dataclass
+class Stream:
+    sent_at: float
+    first_audio_s: float = float("nan")
+    samples: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    def frames_per_s(self) -> float:
+        if len(self.times) < 2 or self.times[-1] <= self.times[0]:
+            return float("nan")
+        return sum(self.samples[1:]) / FRAME_SAMPLES / (self.times[-1] - self.times[0])
+
+
+@dataclass
+class Results:
+    ttfa_ms: dict[int, list[float]] = field(default_factory=dict)
+    fps: dict[int, list[float]] = field(default_factory=dict)
+    cancel_ms: dict[int, list[float]] = field(default_factory=dict)
+    stages_stopped: dict[int, list[int]] = field(default_factory=dict)
+    audio_s: list[float] = field(default_factory=list)
+
+
+def prompt_audio(seconds_hint: float = 4.0) -> tuple[speech.Audio, str]:
+    """16 kHz speech for the user turn, and how it was made (for the table)."""
+    if shutil.which("flite"):
+        audio = speech.flite(SPOKEN, rate=INPUT_SAMPLE_RATE)
+        return audio, f'flite speech of "{SPOKEN}" ({audio.shape[0] / INPUT_SAMPLE_RATE:.1f} s)'
+    # Random weights do not listen: only the length matters to the audio encoder's cost.
+    t = np.arange(int(seconds_hint * INPUT_SAMPLE_RATE)) / INPUT_SAMPLE_RATE
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t)
+    audio = (0.1 * envelope * np.sin(2 * np.pi * 180 * t)).astype(np.float32)
+    return audio, f"a synthetic {seconds_hint:.1f} s voiced signal (flite is not installed)"
+
+
+def _request(audio: speech.Audio, max_tokens: int) -> PipelineRequest:
+    turn = Message("user", [AudioPart(0), TextPart(TEXT)])
+    return PipelineRequest(
+        request_id=f"gpu-omni-{uuid.uuid4().hex}",
+        conversation=Conversation([turn]),
+        audio=[audio],
+        parameters=GenerationParameters(max_tokens=max_tokens),
+    )
+
+
+def _together(n: int, work: Callable[[int, threading.Barrier], object]) -> list[object]:
+    barrier = threading.Barrier(n, timeout=600)
+
+    def guarded(i: int) -> object:
+        try:
+            return work(i, barrier)
+        except BaseException:
+            barrier.abort()  # the others stop waiting for a stream that failed
+            raise
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(guarded, range(n)))
+
+
+def ttfa_round(url: str, n: int, audio: speech.Audio, max_tokens: int) -> list[Stream]:
+    def one(_: int, barrier: threading.Barrier) -> Stream:
+        request = _request(audio, max_tokens)
+        with PipelineStream(url, MODEL) as stream:
+            barrier.wait()
+            result = Stream(sent_at=time.monotonic())
+            stream.start(request)
+            for chunk in stream.chunks(timeout_s=600):
+                if chunk.audio.size:
+                    if not result.times:
+                        result.first_audio_s = chunk.received_at - result.sent_at
+                    result.times.append(chunk.received_at)
+                    result.samples.append(int(chunk.audio.size))
+        return result
+
+    return [s for s in _together(n, one) if isinstance(s, Stream)]
+
+
+def _wait_stops(board: CancelBoard, request_id: str, timeout_s: float = 5.0) -> list[int]:
+    """Stop times (ns) of the request's stages: all three, or none new for 0.5 s."""
+    deadline = time.monotonic() + timeout_s
+    seen: list[int] = []
+    settled = time.monotonic()
+    while time.monotonic() < deadline:
+        stops = [s.t_ns for s in board.stops(request_id)]
+        if len(stops) != len(seen):
+            seen, settled = stops, time.monotonic()
+        if len(seen) >= 3 or (seen and time.monotonic() - settled > 0.5):
+            break
+        time.sleep(0.01)
+    return seen
+
+
+def cancel_round(
+    url: str, board: CancelBoard, n: int, audio: speech.Audio, max_tokens: int
+) -> tuple[float, int]:
+    """ms from cancelling one of n streaming requests to its last stage's stop, stages stopped."""
+    measured = threading.Event()
+    outcome: list[tuple[float, int]] = []
+
+    def one(i: int, barrier: threading.Barrier) -> None:
+        request = _request(audio, max_tokens)
+        with PipelineStream(url, MODEL) as stream:
+            barrier.wait()
+            stream.start(request)
+            for chunk in stream.chunks(timeout_s=600):
+                if chunk.audio.size:
+                    break
+            barrier.wait()  # every stream is speaking now
+            if i == 0:
+                try:
+                    cancelled_at = stream.cancel()
+                    stops = _wait_stops(board, request.request_id)
+                    worst = (max(stops) - cancelled_at) / 1e6 if stops else float("nan")
+                    outcome.append((worst, len(stops)))
+                finally:
+                    measured.set()
+            else:
+                measured.wait(timeout=30)
+                stream.cancel()
+                _wait_stops(board, request.request_id, timeout_s=2.0)
+
+    _together(n, one)
+    return outcome[0] if outcome else (float("nan"), 0)
+
+
+def run_plan(
+    plan: Plan, url: str, board: CancelBoard, log: Callable[[str], None]
+) -> tuple[Results, dict[str, float], str]:
+    """Warm-up, then round-robin over the concurrencies until the rounds or the budget end."""
+    audio, described = prompt_audio()
+    results = Results()
+    phases: dict[str, float] = {}
+    began = time.monotonic()
+    ttfa_round(url, 1, audio, plan.max_tokens)  # first calls on new shapes are slow
+    phases["warm-up"] = time.monotonic() - began
+    log(f"warm-up {phases['warm-up']:.1f} s")
+    deadline = time.monotonic() + plan.budget_s
+    spent = {"streams": 0.0, "cancel": 0.0}
+    # The last duration of each kind of round: a round that would end past the deadline is
+    # skipped (after the first of its kind, so every cell has a number).
+    last: dict[tuple[str, int], float] = {}
+
+    def fits(kind: str, n: int) -> bool:
+        key = (kind, n)
+        return key not in last or time.monotonic() + last[key] <= deadline
+
+    for r in range(max(*plan.rounds, plan.cancel_rounds)):
+        for n, rounds in zip(plan.concurrency, plan.rounds, strict=True):
+            if r < rounds and fits("streams", n):
+                t = time.monotonic()
+                streams = ttfa_round(url, n, audio, plan.max_tokens)
+                results.ttfa_ms.setdefault(n, []).extend(1000 * s.first_audio_s for s in streams)
+                results.fps.setdefault(n, []).extend(s.frames_per_s() for s in streams)
+                results.audio_s.extend(sum(s.samples) / OUTPUT_SAMPLE_RATE for s in streams)
+                last["streams", n] = time.monotonic() - t
+                spent["streams"] += last["streams", n]
+                log(f"round {r + 1}: {n} streams, {last['streams', n]:.1f} s")
+            if r < plan.cancel_rounds and fits("cancel", n):
+                t = time.monotonic()
+                worst, stopped = cancel_round(url, board, n, audio, plan.cancel_max_tokens)
+                results.cancel_ms.setdefault(n, []).append(worst)
+                results.stages_stopped.setdefault(n, []).append(stopped)
+                spent["cancel"] += time.monotonic() - t
+                time.sleep(plan.settle_s)
+                last["cancel", n] = time.monotonic() - t
+                log(f"round {r + 1}: cancel among {n} streams, {worst:.1f} ms")
+    phases["streams (TTFA, frames/s)"] = spent["streams"]
+    phases["cancel"] = spent["cancel"]
+    return results, phases, described
+
+
+def _stats(values: Sequence[float], slow_side_low: bool = False) -> tuple[int, float, float, float]:
+    finite = np.array([v for v in values if np.isfinite(v)], dtype=np.float64)
+    if finite.size == 0:
+        return 0, float("nan"), float("nan"), float("nan")
+    # For a rate the bad tail is the low one: its "p90" is what 90% of streams beat.
+    q90, q99 = (10, 1) if slow_side_low else (90, 99)
+    return (
+        int(finite.size),
+        float(np.median(finite)),
+        float(np.percentile(finite, q90)),
+        float(np.percentile(finite, q99)),
+    )
+
+
+def _fmt(value: float, digits: int) -> str:
+    return f"{value:,.{digits}f}" if np.isfinite(value) else "nan"
+
+
+def table(plan: Plan, results: Results) -> list[str]:
+    lines = [
+        "| metric | streams | n | median | p90 | p99 | median vs 1 stream | anchor |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    base = min(plan.concurrency)
+    rows: list[tuple[str, dict[int, list[float]], int, bool]] = [
+        ("time to first audio, ms", results.ttfa_ms, 0, False),
+        ("codec frames/s per stream", results.fps, 1, True),
+        (
+            "real-time factor (frames/s / 12.5)",
+            {n: [v / REAL_TIME_FPS for v in vs] for n, vs in results.fps.items()},
+            2,
+            True,
+        ),
+        ("cancel -> last stage stopped, ms", results.cancel_ms, 1, False),
+    ]
+    for name, values, digits, low in rows:
+        first = _stats(values.get(base, []), low)[1]
+        for n in plan.concurrency:
+            count, median, p90, p99 = _stats(values.get(n, []), low)
+            anchor = ""
+            if name.startswith("time to first audio") and n in VLLM_OMNI_TTFA_MS:
+                ms = VLLM_OMNI_TTFA_MS[n]
+                anchor = (
+                    f"vllm-omni async-chunk {ms:,.0f} ms ({ms / VLLM_OMNI_TTFA_MS[1]:.2f}x), H800"
+                )
+                if n == 1:
+                    anchor += f"; Qwen3-Omni report {REPORT_FIRST_PACKET_MS:.0f} ms (theoretical)"
+            elif name.startswith("real-time") and n == base:
+                anchor = "1.00 = real time"
+            ratio = median / first if np.isfinite(median) and np.isfinite(first) else float("nan")
+            lines.append(
+                f"| {name} | {n} | {count} | {_fmt(median, digits)} | {_fmt(p90, digits)} | "
+                f"{_fmt(p99, digits)} | {_fmt(ratio, 2)}x | {anchor} |"
+            )
+    return lines
+
+
+def device_description(weights: Weights) -> str:
+    if weights == "real":
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            return f"{props.name} ({props.total_memory / 2**30:.0f} GiB), {os.cpu_count()} cores"
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"CPU only, {os.cpu_count()} cores ({model})"
+
+
+def section(
+    plan: Plan,
+    results: Results,
+    phases: dict[str, float],
+    command: str,
+    device: str,
+    prompt: str,
+    load: tuple[tuple[float, float, float], tuple[float, float, float]],
+) -> str:
+    base = min(plan.concurrency)
+    top = max(plan.concurrency)
+    t1 = _stats(results.ttfa_ms.get(base, []))[1]
+    tn = _stats(results.ttfa_ms.get(top, []))[1]
+    stopped = [s for ss in results.stages_stopped.values() for s in ss]
+    timing = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
+    lines = [
+        heading(plan),
+        "",
+        f"Command: `{command}` ({device}; Python {sys.version.split()[0]}; "
+        f"load average {load[0][0]:.2f} before, {load[1][0]:.2f} after).",
+        "",
+        f'Prompt: one user turn, {prompt} then "{TEXT}"; max_tokens {plan.max_tokens} '
+        f"(the talker speaks at most 5 codec frames per text token + 25; audio per stream: "
+        f"median {_stats(results.audio_s)[1]:.2f} s). Greedy decoding. "
+        f"Streams of a round start together; the first round after a warm-up stream. "
+        f"Cancel: {plan.cancel_max_tokens}-token answers, one stream of the round cancelled "
+        f"once all speak; stages that recorded a stop per cancel: {sorted(set(stopped))}. "
+        f"Phases: {timing}.",
+        "",
+        "The stages run each stream's forwards on their own (one thread per stream, no "
+        "batching across streams): N streams share each stage's device one forward at a "
+        f"time. Time to first audio at {top} streams is {tn / t1:.2f}x that at {base} "
+        "(vllm-omni, which batches: 3.11x at 10). For frames/s and the real-time factor, "
+        "p90/p99 are the slow side (what 90% / 99% of streams beat).",
+        "",
+        *table(plan, results),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def served(
+    plan: Plan, url: str | None, board_path: Path | None, log: Callable[[str], None]
+) -> Iterator[tuple[str, CancelBoard, dict[str, float]]]:
+    """A gRPC url and cancel board: the given server's, or a server started for this run."""
+    phases: dict[str, float] = {}
+    with ExitStack() as stack:
+        if url is not None:
+            if board_path is None:
+                raise SystemExit("--url needs --board (the server's TURNTAKER_CANCEL_BOARD)")
+            yield url, stack.enter_context(CancelBoard.open(board_path)), phases
+            return
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gpu-omni-")))
+        began = time.monotonic()
+        weights = _weights_folder(plan, tmp)
+        phases["weights folder"] = time.monotonic() - began
+        log(f"weights folder {phases['weights folder']:.1f} s: {weights or 'tiny (cache)'}")
+        config = TritonConfig(
+            model_repository=REPO,
+            http_port=report.free_port(),
+            grpc_port=report.free_port(),
+            metrics_port=report.free_port(),
+            models=(MODEL, "cancel"),
+            omni_weights=weights,
+            log_file=tmp / "tritonserver.log",
+            model_threads=plan.threads,
+            startup_timeout_s=420.0 if plan.weights == "real" else 180.0,
+        )
+        server = stack.enter_context(TritonServer(config))
+        phases["server start (stages built)"] = server.startup_s or 0.0
+        log(f"server start {phases['server start (stages built)']:.1f} s")
+        yield server.grpc_url, stack.enter_context(server.board()), phases
+
+
+def _weights_folder(plan: Plan, tmp: Path) -> Path | None:
+    from turntaker_models.omni import real_size
+    from turntaker_models.omni.tiny import make_tiny_omni
+    from turntaker_models.settings import ModelSettings
+
+    if plan.weights == "tiny":
+        return None
+    if plan.weights == "real":
+        import torch
+
+        if not torch.cuda.is_available() and plan.layers is None:
+            raise SystemExit("--weights real needs a CUDA GPU (30B parameters in bf16)")
+        # The stage processes inherit these: bf16 (the real model's dtype) on the GPU, or on
+        # the CPU for a shallow smoke run.
+        os.environ[loader.DEVICE_ENV] = "cuda" if torch.cuda.is_available() else "cpu"
+        os.environ[loader.DTYPE_ENV] = "bfloat16"
+    tiny = make_tiny_omni(ModelSettings.from_env().cache_dir / loader.TINY_DIR_NAME)
+    sizes: Literal["real", "tiny"] = "real" if plan.weights == "real" else "tiny"
+    return real_size.make_random_init_omni(
+        tmp / f"{sizes}-random", tiny, seed=0, sizes=sizes, layers=plan.layers
+    )
+
+
+def run(
+    plan: Plan,
+    command: str,
+    url: str | None = None,
+    board_path: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> str:
+    """Measure and return the markdown section."""
+    began = time.monotonic()
+    load_before = os.getloadavg()
+    with served(plan, url, board_path, log) as (grpc_url, board, phases):
+        results, measured, prompt = run_plan(plan, grpc_url, board, log)
+        load_after = os.getloadavg()
+        stopping = time.monotonic()
+    phases.update(measured)
+    if url is None:
+        phases["server stop"] = time.monotonic() - stopping
+    phases["total"] = time.monotonic() - began
+    device = device_description(plan.weights)
+    return section(plan, results, phases, command, device, prompt, (load_before, load_after))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--weights", choices=("real", "tiny", "tiny-random"), default="tiny")
+    parser.add_argument("--quick", action="store_true", help="1 round each, 2-token answers (CI)")
+    parser.add_argument("--url", help="a running server's gRPC HOST:PORT instead of starting one")
+    parser.add_argument("--board", type=Path, help="that server's cancel board file")
+    parser.add_argument("--budget-s", type=float, help="cap on the measuring rounds' time")
+    parser.add_argument(
+        "--layers", type=int, help="real weights: real widths, N layers per stack (CPU smoke)"
+    )
+    parser.add_argument("--write", action="store_true", help="write the section into the doc")
+    parser.add_argument("--doc", type=Path, default=report.DOC)
+    args = parser.parse_args(argv)
+    plan = plan_for(args.weights, args.quick)
+    if args.budget_s is not None:
+        plan = replace(plan, budget_s=args.budget_s)
+    if args.layers is not None:
+        if args.weights != "real" or args.write:
+            parser.error("--layers is a smoke run of --weights real; it writes nothing")
+        plan = replace(plan, layers=args.layers)
+    given = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["python", "-m", "bench.gpu_omni", *given])
+    text = run(plan, command, args.url, args.board, log=lambda m: print(m, file=sys.stderr))
+    sys.stdout.write(text)
+    if args.write:
+        report.write_section(heading(plan), text, args.doc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
