@@ -4,6 +4,9 @@
     python -m bench.gpu_omni --weights tiny --write       # tiny weights on CPU: the baseline
     python -m bench.gpu_omni --weights tiny --quick       # seconds; what CI runs
 
+The plan, the server, the statistics and the table; bench/omni_streams.py runs the streams and
+says what each number measures.
+
 Rules:
 - A real tritonserver on model_repository/ with only `qwen3_omni` (its three steps) and
   `cancel`, driven over gRPC with `PipelineStream`, as a client would; or a running one
@@ -11,14 +14,10 @@ Rules:
 - Weights: `real` = the Qwen3-Omni-30B-A3B sizes with random values built on the GPU at load
   (real_size.py: no download, no weight files), bf16 on cuda; `tiny` = the tiny checkpoint,
   float32 on CPU; `tiny-random` = the tiny sizes through the random-init loader path.
-- Prompt: a user turn of flite speech (16 kHz; a synthetic signal of the same length when flite
-  is not installed, said in the table) plus a short text, so the audio encoder runs.
-- N streams start together (a barrier), several rounds. Time to first audio: request sent ->
-  first AUDIO_CHUNK received. Codec frames/s per stream: samples after the first chunk / 1920
-  over the time from the first to the last chunk (12.5 frames/s is real time). Cancel: in a
-  round of N streams, once every stream has audio, one is cancelled (board write + stream
-  cancel); from the board's cancel time to the last stop record of thinker/talker/code2wav.
-- A time budget caps the rounds (every cell gets at least one); the table says how many ran.
+- Prompt: a user turn of flite speech plus a short text (bench/omni_streams.py).
+- N streams start together, several rounds; one stream of a round of N is cancelled once all
+  have audio. A time budget caps the rounds (every cell gets at least one); the table says
+  how many ran.
 """
 
 from __future__ import annotations
@@ -27,48 +26,31 @@ import argparse
 import os
 import platform
 import shlex
-import shutil
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from bench import report, speech
+from bench import report
+from bench.omni_streams import MODEL, TEXT, Results, run_plan
 from orchestrator.triton import TritonConfig, TritonServer
-from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.contract import (
-    INPUT_SAMPLE_RATE,
-    OUTPUT_SAMPLE_RATE,
-    AudioPart,
-    Conversation,
-    GenerationParameters,
-    Message,
-    TextPart,
-)
 from turntaker_models.omni import loader
 
 Weights = Literal["real", "tiny", "tiny-random"]
-MODEL = "qwen3_omni"
 REPO = Path(__file__).resolve().parent.parent / "model_repository"
 HEADINGS: dict[str, str] = {
     "real": "## Qwen3-Omni streams (real-size random weights, GPU)",
     "tiny": "## Qwen3-Omni streams (tiny weights, CPU)",
     "tiny-random": "## Qwen3-Omni streams (tiny random-init weights, CPU)",
 }
-FRAME_SAMPLES = 1920  # one codec frame: 80 ms at 24 kHz
-REAL_TIME_FPS = 12.5
-SPOKEN = "Hello! I would like to know what the weather will be like tomorrow in Paris."
-TEXT = "Please answer in one short sentence."
+REAL_TIME_FPS = 12.5  # codec frames per second of 24 kHz audio (80 ms each): real time
 # Anchors: vllm-omni's async-chunk serving of the real model on one H800, and the Qwen3-Omni
 # technical report's theoretical first packet (cold start, one stream).
 VLLM_OMNI_TTFA_MS = {1: 523.0, 4: 786.0, 10: 1629.0}
@@ -109,176 +91,6 @@ def plan_for(weights: Weights, quick: bool) -> Plan:
         return Plan(weights, (1, 4, 10), (8, 4, 3), 3, 8, 200, 240.0, 4)
     # The same streams as the GPU run, more rounds: the CPU baseline of that table.
     return Plan(weights, (1, 4, 10), (20, 10, 6), 6, 8, 200, 600.0, 1)
-
-
-@dataclass
-class Stream:
-    sent_at: float
-    first_audio_s: float = float("nan")
-    samples: list[int] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)
-
-    def frames_per_s(self) -> float:
-        if len(self.times) < 2 or self.times[-1] <= self.times[0]:
-            return float("nan")
-        return sum(self.samples[1:]) / FRAME_SAMPLES / (self.times[-1] - self.times[0])
-
-
-@dataclass
-class Results:
-    ttfa_ms: dict[int, list[float]] = field(default_factory=dict)
-    fps: dict[int, list[float]] = field(default_factory=dict)
-    cancel_ms: dict[int, list[float]] = field(default_factory=dict)
-    stages_stopped: dict[int, list[int]] = field(default_factory=dict)
-    audio_s: list[float] = field(default_factory=list)
-
-
-def prompt_audio(seconds_hint: float = 4.0) -> tuple[speech.Audio, str]:
-    """16 kHz speech for the user turn, and how it was made (for the table)."""
-    if shutil.which("flite"):
-        audio = speech.flite(SPOKEN, rate=INPUT_SAMPLE_RATE)
-        return audio, f'flite speech of "{SPOKEN}" ({audio.shape[0] / INPUT_SAMPLE_RATE:.1f} s)'
-    # Random weights do not listen: only the length matters to the audio encoder's cost.
-    t = np.arange(int(seconds_hint * INPUT_SAMPLE_RATE)) / INPUT_SAMPLE_RATE
-    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t)
-    audio = (0.1 * envelope * np.sin(2 * np.pi * 180 * t)).astype(np.float32)
-    return audio, f"a synthetic {seconds_hint:.1f} s voiced signal (flite is not installed)"
-
-
-def _request(audio: speech.Audio, max_tokens: int) -> PipelineRequest:
-    turn = Message("user", [AudioPart(0), TextPart(TEXT)])
-    return PipelineRequest(
-        request_id=f"gpu-omni-{uuid.uuid4().hex}",
-        conversation=Conversation([turn]),
-        audio=[audio],
-        parameters=GenerationParameters(max_tokens=max_tokens),
-    )
-
-
-def _together(n: int, work: Callable[[int, threading.Barrier], object]) -> list[object]:
-    barrier = threading.Barrier(n, timeout=600)
-
-    def guarded(i: int) -> object:
-        try:
-            return work(i, barrier)
-        except BaseException:
-            barrier.abort()  # the others stop waiting for a stream that failed
-            raise
-
-    with ThreadPoolExecutor(n) as pool:
-        return list(pool.map(guarded, range(n)))
-
-
-def ttfa_round(url: str, n: int, audio: speech.Audio, max_tokens: int) -> list[Stream]:
-    def one(_: int, barrier: threading.Barrier) -> Stream:
-        request = _request(audio, max_tokens)
-        with PipelineStream(url, MODEL) as stream:
-            barrier.wait()
-            result = Stream(sent_at=time.monotonic())
-            stream.start(request)
-            for chunk in stream.chunks(timeout_s=600):
-                if chunk.audio.size:
-                    if not result.times:
-                        result.first_audio_s = chunk.received_at - result.sent_at
-                    result.times.append(chunk.received_at)
-                    result.samples.append(int(chunk.audio.size))
-        return result
-
-    return [s for s in _together(n, one) if isinstance(s, Stream)]
-
-
-def _wait_stops(board: CancelBoard, request_id: str, timeout_s: float = 5.0) -> list[int]:
-    """Stop times (ns) of the request's stages: all three, or none new for 0.5 s."""
-    deadline = time.monotonic() + timeout_s
-    seen: list[int] = []
-    settled = time.monotonic()
-    while time.monotonic() < deadline:
-        stops = [s.t_ns for s in board.stops(request_id)]
-        if len(stops) != len(seen):
-            seen, settled = stops, time.monotonic()
-        if len(seen) >= 3 or (seen and time.monotonic() - settled > 0.5):
-            break
-        time.sleep(0.01)
-    return seen
-
-
-def cancel_round(
-    url: str, board: CancelBoard, n: int, audio: speech.Audio, max_tokens: int
-) -> tuple[float, int]:
-    """ms from cancelling one of n streaming requests to its last stage's stop, stages stopped."""
-    measured = threading.Event()
-    outcome: list[tuple[float, int]] = []
-
-    def one(i: int, barrier: threading.Barrier) -> None:
-        request = _request(audio, max_tokens)
-        with PipelineStream(url, MODEL) as stream:
-            barrier.wait()
-            stream.start(request)
-            for chunk in stream.chunks(timeout_s=600):
-                if chunk.audio.size:
-                    break
-            barrier.wait()  # every stream is speaking now
-            if i == 0:
-                try:
-                    cancelled_at = stream.cancel()
-                    stops = _wait_stops(board, request.request_id)
-                    worst = (max(stops) - cancelled_at) / 1e6 if stops else float("nan")
-                    outcome.append((worst, len(stops)))
-                finally:
-                    measured.set()
-            else:
-                measured.wait(timeout=30)
-                stream.cancel()
-                _wait_stops(board, request.request_id, timeout_s=2.0)
-
-    _together(n, one)
-    return outcome[0] if outcome else (float("nan"), 0)
-
-
-def run_plan(
-    plan: Plan, url: str, board: CancelBoard, log: Callable[[str], None]
-) -> tuple[Results, dict[str, float], str]:
-    """Warm-up, then round-robin over the concurrencies until the rounds or the budget end."""
-    audio, described = prompt_audio()
-    results = Results()
-    phases: dict[str, float] = {}
-    began = time.monotonic()
-    ttfa_round(url, 1, audio, plan.max_tokens)  # first calls on new shapes are slow
-    phases["warm-up"] = time.monotonic() - began
-    log(f"warm-up {phases['warm-up']:.1f} s")
-    deadline = time.monotonic() + plan.budget_s
-    spent = {"streams": 0.0, "cancel": 0.0}
-    # The last duration of each kind of round: a round that would end past the deadline is
-    # skipped (after the first of its kind, so every cell has a number).
-    last: dict[tuple[str, int], float] = {}
-
-    def fits(kind: str, n: int) -> bool:
-        key = (kind, n)
-        return key not in last or time.monotonic() + last[key] <= deadline
-
-    for r in range(max(*plan.rounds, plan.cancel_rounds)):
-        for n, rounds in zip(plan.concurrency, plan.rounds, strict=True):
-            if r < rounds and fits("streams", n):
-                t = time.monotonic()
-                streams = ttfa_round(url, n, audio, plan.max_tokens)
-                results.ttfa_ms.setdefault(n, []).extend(1000 * s.first_audio_s for s in streams)
-                results.fps.setdefault(n, []).extend(s.frames_per_s() for s in streams)
-                results.audio_s.extend(sum(s.samples) / OUTPUT_SAMPLE_RATE for s in streams)
-                last["streams", n] = time.monotonic() - t
-                spent["streams"] += last["streams", n]
-                log(f"round {r + 1}: {n} streams, {last['streams', n]:.1f} s")
-            if r < plan.cancel_rounds and fits("cancel", n):
-                t = time.monotonic()
-                worst, stopped = cancel_round(url, board, n, audio, plan.cancel_max_tokens)
-                results.cancel_ms.setdefault(n, []).append(worst)
-                results.stages_stopped.setdefault(n, []).append(stopped)
-                spent["cancel"] += time.monotonic() - t
-                time.sleep(plan.settle_s)
-                last["cancel", n] = time.monotonic() - t
-                log(f"round {r + 1}: cancel among {n} streams, {worst:.1f} ms")
-    phases["streams (TTFA, frames/s)"] = spent["streams"]
-    phases["cancel"] = spent["cancel"]
-    return results, phases, described
 
 
 def _stats(values: Sequence[float], slow_side_low: bool = False) -> tuple[int, float, float, float]:

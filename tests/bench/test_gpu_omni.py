@@ -49,10 +49,3 @@ def test_quick_run_writes_every_row_with_finite_numbers(
             assert all(math.isfinite(v) and v > 0 for v in values), f"{metric}: {cells}"
     assert "vllm-omni async-chunk 1,629 ms" in rows[(METRICS[0], 10)][7], "anchor missing"
     assert "234 ms" in rows[(METRICS[0], 1)][7], "the report's first-packet anchor is missing"
-
-
-def test_frames_per_second_counts_audio_after_the_first_chunk() -> None:
-    # 3 chunks of 2 frames 0.1 s apart: the 4 frames after the first chunk took 0.2 s.
-    stream = gpu_omni.Stream(sent_at=0.0, samples=[3840, 3840, 3840], times=[1.0, 1.1, 1.2])
-    assert math.isclose(stream.frames_per_s(), 20.0)
-    assert math.isnan(gpu_omni.Stream(sent_at=0.0, samples=[3840], times=[1.0]).frames_per_s())

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+from turntaker_models.omni.checkpoint_dir import build_in_place
 from turntaker_models.omni.loader import RANDOM_INIT_MARKER
 
 Sizes = Literal["real", "tiny"]
@@ -289,18 +289,8 @@ def make_random_init_omni(
     runs the random-init path on a CPU; `layers` caps every stack (`shallow`). Built aside and
     renamed into place like the tiny checkpoint; an existing `out_dir` is left as it is.
     """
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        _write(building, Path(tiny_dir), seed, sizes, layers)
-        try:
-            building.rename(out_dir)
-        except OSError:
-            if not (out_dir / RANDOM_INIT_MARKER).exists():
-                raise
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
-    return out_dir
+    return build_in_place(
+        out_dir,
+        lambda folder: _write(folder, Path(tiny_dir), seed, sizes, layers),
+        RANDOM_INIT_MARKER,
+    )

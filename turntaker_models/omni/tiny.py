@@ -17,10 +17,10 @@ becomes 4 image tokens) so that tests stay fast.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from turntaker_models.omni.checkpoint_dir import build_in_place
 
 # Special tokens in the order they get ids after the byte alphabet; names as in Qwen's vocabulary.
 SPECIAL_TOKENS = (
@@ -354,18 +354,4 @@ def make_tiny_omni(out_dir: Path, seed: int = 0) -> Path:
     builder racing this one) sees either nothing or a complete checkpoint. An existing `out_dir`
     is left as it is.
     """
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
-        _write(building, seed)
-        try:
-            building.rename(out_dir)
-        except OSError:
-            if not (out_dir / "config.json").exists():
-                raise
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
-    return out_dir
+    return build_in_place(out_dir, lambda folder: _write(folder, seed), "config.json")
