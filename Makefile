@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.trio_bridge --rounds 3
 	$(BIN)/python -m bench.realtime_latency --runs 10
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10
+	$(BIN)/python -m bench.interruptions
 	$(BIN)/python -m bench.gpu_omni --weights tiny --write
 
 # Qwen3-Omni at real size (random weights built on the GPU) on one GPU node, no network needed:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.conversation import Item
-from orchestrator.inputs import Samples, TimerKind
+from orchestrator.inputs import Samples, TimerKind, TranscriptPurpose
 from statecharts.effects import CancelBackend, StartBackend
 
 __all__ = [
@@ -54,10 +54,13 @@ class DetectSpeech:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Transcribe:
-    """Transcribe a committed user turn (16 kHz samples); answer `TranscriptReady`."""
+    """Transcribe a committed user turn, or (`purpose="overlap"`) the speech overlapping a
+    paused reply so far (16 kHz samples); answer `TranscriptReady` with `purpose` and `token`."""
 
     item_id: str
     audio16k: Samples
+    purpose: TranscriptPurpose = "turn"
+    token: int = 0
 
 
 @dataclass(frozen=True, slots=True)

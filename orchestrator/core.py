@@ -29,6 +29,11 @@ acts):
 - Transcription: each committed turn is transcribed once (`Transcribe`) when the session asks
   for input transcripts or the pipeline hears through them (the cascade); there, a response's
   `StartBackend` waits, bounded by `transcript_wait_ms`, for its turns' transcripts.
+- Pause mode (docs/protocol.md "Interruption policy"): the `OverlapTracker` measures the
+  speech over a paused reply, asks for its partial transcripts (`Transcribe` with purpose
+  `overlap` and a token; never shown to the client) and arms its timers; every fact it has is
+  handed to the session chart, which decides. The decision's event carries what was measured
+  and heard; a resumed overlap's audio is dropped from the buffer without an event.
 """
 
 from __future__ import annotations
@@ -71,12 +76,13 @@ from orchestrator.inputs import (
     VadSpeechStarted,
     VadSpeechStopped,
 )
+from orchestrator.overlap import MAX_PARTIAL_MS, OverlapStep, OverlapTracker
 from orchestrator.playback import PlaybackItemMismatch, PlaybackItemNotFound, PlaybackLedger
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
 from orchestrator.protocol.errors import ProtocolError
-from orchestrator.protocol.session_config import AudioFormat, SessionConfig
+from orchestrator.protocol.session_config import AudioFormat, Interruption, SessionConfig
 from orchestrator.transcript_wait import TranscriptWait
 from orchestrator.user_input import UserInput
 from statecharts import effects as fx
@@ -126,6 +132,9 @@ class SessionCore:
         self._now_ms = 0
         self._timer_tokens = 0
         self._wait = TranscriptWait(self.config.transcript_wait_ms)
+        self.overlap = OverlapTracker(
+            Interruption(), transcribe=self.config.transcriber, grace_ms=self.config.grace_ms
+        )
 
     # The I/O layer's interface --------------------------------------------------------
     @property
@@ -249,11 +258,15 @@ class SessionCore:
     def _update(self, event: ce.SessionUpdate) -> None:
         self.settings = self.settings.apply(event.session)
         vad = self.settings.turn_detection
+        policy = vad.policy if vad is not None else Interruption()
         self.chart.configure(
             turn_detection="server_vad" if vad is not None else "manual",
             create_response=vad.create_response if vad is not None else False,
             interrupt_response=vad.interrupt_response if vad is not None else False,
+            interruption=policy.mode,
+            min_speech_ms=policy.min_speech_ms,
         )
+        self.overlap.policy = policy
         self._act(self.input.configure(vad))
         self._events.append(self.env.session_updated(self.settings, self.config.model))
 
@@ -267,6 +280,8 @@ class SessionCore:
     def _speech_probabilities(self, answer: SpeechProbabilities) -> None:
         for event in self.input.hear(answer):
             self._vad_event(event)
+        if self.overlap.is_open and self.input.speaking:
+            self._overlap(self.overlap.voiced(self.input.voiced_to_ms, self._now_ms))
 
     def _vad_unavailable(self, reason: str) -> None:
         # Turn detection pauses (the chunks count as neither speech nor silence); the client
@@ -283,10 +298,20 @@ class SessionCore:
         if isinstance(event, VadSpeechStarted):
             self._act(self.input.disarm_idle())
             self._run_session("speech_started", audio_start_ms=event.audio_start_ms)
-        else:
-            self._run_session(
-                "speech_stopped", audio_end_ms=event.audio_end_ms, buffered_ms=self.buffered_ms
-            )
+            if self.chart.is_paused:
+                self._overlap(self.overlap.onset(event.audio_start_ms, self.input.voiced_from_ms))
+            return
+        if self.overlap.is_open:
+            self._overlap(self.overlap.voiced(self.input.voiced_to_ms, self._now_ms))
+        self._run_session(
+            "speech_stopped",
+            audio_end_ms=event.audio_end_ms,
+            buffered_ms=self.buffered_ms,
+            **self._overlap_facts(),
+        )
+        if self.chart.is_paused:
+            step = self.overlap.stopped(self.input.voiced_to_ms, event.audio_end_ms, self._now_ms)
+            self._overlap(step)
 
     def _arm_idle(self, audio_ms: int) -> None:
         """OpenAI's idle_timeout_ms: from when the completed reply's audio will have finished
@@ -299,6 +324,11 @@ class SessionCore:
         if fired.kind == "idle":
             if self.input.idle_fired(fired.token, self._now_ms):
                 self._idle_timeout()
+        elif fired.kind == "overlap_grace":
+            self._overlap(self.overlap.grace_over(fired.token))
+        elif fired.kind == "overlap_resume":
+            if self.overlap.resume_due(fired.token):
+                self._run_session("resume_timer", **self._overlap_facts())
         else:
             # Waited long enough: start with the transcripts known.
             self._release(self._wait.expired(fired.token))
@@ -334,6 +364,9 @@ class SessionCore:
         self._actions.append(Transcribe(item.id, np.concatenate(audio)))
 
     def _transcript(self, ready: TranscriptReady) -> None:
+        if ready.purpose == "overlap":
+            self._overlap(self.overlap.transcribed(ready.token, ready.transcript))
+            return
         if ready.transcript is not None:
             self.conversation.set_transcript(ready.item_id, ready.transcript)
         self._release(self._wait.answered(ready.item_id))
@@ -366,6 +399,33 @@ class SessionCore:
                 if isinstance(part, conv.InputAudio) and part.transcript is not None:
                     known[item.id] = part.transcript
         return known
+
+    # Pause mode -----------------------------------------------------------------------
+    def _overlap(self, step: OverlapStep) -> None:
+        if step.ask is not None:
+            audio = self.input.audio_since(self.overlap.audio_from_ms, MAX_PARTIAL_MS)
+            item_id = self._pending_item_id or ""
+            self._actions.append(Transcribe(item_id, audio, "overlap", step.ask))
+        self._actions.extend(step.timers)
+        if step.judge:
+            self._run_session("overlap_heard", **self._overlap_facts())
+
+    def _overlap_facts(self) -> dict[str, object]:
+        facts = self.overlap.facts()
+        return {"speech_ms": facts.speech_ms, "heard": facts.heard, "waited": facts.waited}
+
+    def _overlap_decided(self, effect: fx.OverlapDecided) -> None:
+        facts = self.overlap.facts()
+        self._events.append(
+            se.OverlapDecision(
+                response_id=effect.response_id,
+                decision=effect.decision,
+                reason=effect.reason,
+                speech_ms=facts.speech_ms,
+                transcript=facts.transcript,
+            )
+        )
+        self._actions.extend(self.overlap.close())
 
     # Session end ----------------------------------------------------------------------
     def _close(self, request: CloseRequested) -> None:
@@ -440,6 +500,7 @@ class SessionCore:
         else:
             self.ledger.cut(rid, audio_end_ms)
             self._write_history(rid)
+        self._run_session("truncate", response_id=rid)  # ends a pause of it (pause mode)
         self._events.append(self.env.item_truncated(item_id, content_index, audio_end_ms))
 
     def _ack(self, event: ce.PlaybackAck) -> None:
@@ -466,6 +527,7 @@ class SessionCore:
             live = self.live.get(rid)
             if live is not None and live.chart.is_live and event.truncate:
                 self._run_response(rid, "truncate", audio_end_ms=result.played_ms)
+                self._run_session("truncate", response_id=rid)
             elif live is not None and live.chart.is_live:
                 self._run_response(rid, "played", audio_end_ms=result.played_ms)
             else:
@@ -559,6 +621,15 @@ class SessionCore:
                 self._events.append(self.env.cleared(effect.response_id))
         elif isinstance(effect, fx.AnswerClear):
             self._events.append(self.env.cleared(effect.response_id or ""))
+        elif isinstance(effect, fx.PauseOutput):
+            self._events.append(se.OutputAudioBufferPaused(response_id=effect.response_id))
+        elif isinstance(effect, fx.ResumeOutput):
+            self._events.append(se.OutputAudioBufferResumed(response_id=effect.response_id))
+        elif isinstance(effect, fx.OverlapDecided):
+            self._overlap_decided(effect)
+        elif isinstance(effect, fx.DropInput):
+            self.input.clear()  # the overlap never becomes a turn (its promised id neither)
+            self._pending_item_id = None
         elif isinstance(effect, fx.Reject):
             self._error(effect.code, effect.message)
 

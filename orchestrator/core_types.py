@@ -87,3 +87,6 @@ class CoreConfig:
     # committed turn is transcribed, and a response starts once its turns' transcripts are in.
     transcripts_for_pipeline: bool = False
     transcript_wait_ms: int = 30_000
+    # Pause mode: how long a decision at `min_speech_ms` waits for the partial transcript in
+    # flight before duration decides (docs/protocol.md "Interruption policy").
+    grace_ms: int = 150

@@ -105,6 +105,17 @@ class InputBuffer:
             run = (fmt, 0)
         self._run_samples = (fmt, run[1] + whole)
 
+    def tail(self, ms: int) -> conv.InputAudio | None:
+        """The last `ms` of the latest format run (whole samples), the buffer unchanged."""
+        if not self._runs or ms <= 0:
+            return None
+        run = self._runs[-1]
+        width = sample_width(run.format)
+        wanted = ms * run.format.rate // 1000 * width
+        start = max(len(run.data) - wanted, 0)
+        start -= start % width
+        return conv.InputAudio(bytes(run.data[start:]), None, run.format)
+
     def take(self) -> tuple[conv.InputAudio, ...]:
         """The buffered audio as one tagged part per format run; the buffer is empty after."""
         parts = tuple(conv.InputAudio(bytes(r.data), None, r.format) for r in self._runs)

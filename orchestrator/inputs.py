@@ -81,17 +81,25 @@ class BackendFailed:
 BackendEvent = BackendText | BackendAudio | BackendDone | BackendFailed
 
 
+# `turn`: a committed user turn's transcript; `overlap`: a partial of pause mode's overlapping
+# speech (orchestrator/overlap.py), never shown to the client.
+TranscriptPurpose = Literal["turn", "overlap"]
+
+
 @dataclass(frozen=True, slots=True)
 class TranscriptReady:
-    """The transcriber's answer to one `Transcribe`: the text, or the model's error."""
+    """The transcriber's answer to one `Transcribe`: the text, or the model's error; `purpose`
+    and `token` are the request's (a partial of an old overlap is recognised by its token)."""
 
     item_id: str
     transcript: str | None
     error: str | None
     seconds: float
+    purpose: TranscriptPurpose = "turn"
+    token: int = 0
 
 
-TimerKind = Literal["idle", "transcripts"]
+TimerKind = Literal["idle", "transcripts", "overlap_grace", "overlap_resume"]
 
 
 @dataclass(frozen=True, slots=True)

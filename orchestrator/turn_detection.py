@@ -29,6 +29,9 @@ Rules:
 - Events alternate started/stopped, times never decrease, and audio_end_ms >= audio_start_ms.
 - `reset(at_ms)` (after a commit or clear) drops a turn in progress without an event and moves
   the floor for the next `audio_start_ms` to at_ms.
+- Voiced span (pause mode measures overlapping speech with it): `voiced_from_ms` is the start
+  of the turn's onset chunk (no prefix padding), `voiced_to_ms` the end of its latest chunk at
+  or above `threshold`.
 - Idle timeout (`idle_timeout_ms`): OpenAI arms it when the last response's audio has finished
   playing and fires it when no speech started for that long. `arm_idle(at_ms)` arms it, any
   speech start disarms it, `idle(now_ms)` says once whether it fired. The caller owns the
@@ -67,6 +70,8 @@ class TurnDetector:
         "_last_speech_end",
         "_silence_from",
         "_speech_start",
+        "_voiced_from",
+        "_voiced_to",
     )
 
     def __init__(self, config: ServerVad, *, audio_end: AudioEnd = "after_silence") -> None:
@@ -79,6 +84,8 @@ class TurnDetector:
         self._last_end: int | None = None
         self._floor_ms = 0
         self._idle_from: int | None = None
+        self._voiced_from = 0
+        self._voiced_to = 0
 
     @property
     def config(self) -> ServerVad:
@@ -103,6 +110,16 @@ class TurnDetector:
         return self._last_speech_end
 
     @property
+    def voiced_from_ms(self) -> int:
+        """Start of the current (or last) turn's onset chunk, prefix padding not included."""
+        return self._voiced_from
+
+    @property
+    def voiced_to_ms(self) -> int:
+        """End of the current (or last) turn's latest speech chunk."""
+        return self._voiced_to
+
+    @property
     def last_chunk_end_ms(self) -> int | None:
         return self._last_end
 
@@ -120,8 +137,10 @@ class TurnDetector:
         # A NaN (a broken VAD reply) fails both comparisons below: it is neutral, like the band.
         if prob >= cfg.threshold:
             self._silence_from = None
+            self._voiced_to = chunk_end_ms
             if self._in_speech:
                 return []
+            self._voiced_from = start
             self._in_speech = True
             self._idle_from = None
             self._speech_start = max(start - cfg.prefix_padding_ms, self._floor_ms)

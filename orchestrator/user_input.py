@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
+
 from orchestrator import conversation as conv
 from orchestrator.actions import ArmTimer, CancelTimer, DetectSpeech
+from orchestrator.audio import decode_input
 from orchestrator.input_buffer import InputBuffer
-from orchestrator.inputs import SpeechProbabilities, VadEvent
+from orchestrator.inputs import Samples, SpeechProbabilities, VadEvent
 from orchestrator.protocol.session_config import AudioFormat, ServerVad
 from orchestrator.turn_detection import TurnDetector
 
@@ -62,6 +65,26 @@ class UserInput:
         if chunks is None:
             return None
         return DetectSpeech(chunks.chunks, chunks.end_ms)
+
+    def audio_since(self, from_ms: int, max_ms: int) -> Samples:
+        """16 kHz samples of the buffered audio from `from_ms` on the input clock (at most the
+        latest `max_ms`), the buffer unchanged: what pause mode transcribes of an overlap."""
+        part = self._buffer.tail(min(max(self.clock_ms - from_ms, 0), max_ms))
+        if part is None:
+            return np.zeros(0, np.float32)
+        return decode_input(part.audio, part.format)
+
+    @property
+    def speaking(self) -> bool:
+        return self.detector is not None and self.detector.in_speech
+
+    @property
+    def voiced_from_ms(self) -> int:
+        return self.detector.voiced_from_ms if self.detector is not None else 0
+
+    @property
+    def voiced_to_ms(self) -> int:
+        return self.detector.voiced_to_ms if self.detector is not None else 0
 
     def take(self) -> tuple[conv.InputAudio, ...]:
         parts = self._buffer.take()

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 ResponseStatus = Literal["completed", "cancelled", "failed", "incomplete"]
 HistoryMode = Literal["full", "cut"]
 RejectCode = Literal["input_audio_buffer_commit_empty", "response_not_active"]
+# What the overlap's latest partial transcript says (orchestrator/overlap.py): none back yet,
+# words that are not backchannels, only backchannels, or nothing at all (noise).
+Heard = Literal["nothing", "words", "backchannel", "noise"]
+OverlapDecision = Literal["interrupt", "resume"]
+OverlapReason = Literal["speech", "client", "closed", "short", "backchannel", "noise"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +155,35 @@ class AnswerClear:
     response_id: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class PauseOutput:
+    """Pause mode: send `output_audio_buffer.paused` (the client stops, keeps its queue)."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeOutput:
+    """Pause mode: send `output_audio_buffer.resumed` (the client plays on)."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapDecided:
+    """The one `overlap.decision` of an overlap; the core adds what was measured and heard."""
+
+    response_id: str
+    decision: OverlapDecision
+    reason: OverlapReason
+
+
+@dataclass(frozen=True, slots=True)
+class DropInput:
+    """A resumed overlap: drop its audio from the input buffer, with no event (it never
+    becomes a user turn)."""
+
+
 Effect = (
     StartBackend
     | CancelBackend
@@ -167,4 +201,8 @@ Effect = (
     | AnnounceSpeechStopped
     | Reject
     | AnswerClear
+    | PauseOutput
+    | ResumeOutput
+    | OverlapDecided
+    | DropInput
 )

@@ -29,6 +29,37 @@ Rules it guarantees (docs/protocol.md):
   `response_finished` / `response_settled`: nothing keeps the two charts in step by hand.
 - The vllm-omni commit bridge: a commit with `final=False` is acknowledged and ignored.
 - A commit with no audio is rejected (`Reject`), never a silent empty turn (rule 7).
+- Each region is in exactly one state at a time. Self-transitions of atomic states are
+  external: python-statemachine 3.2's internal self-transition of an atomic state in one
+  region re-enters the other region's initial state (a corrupt configuration).
+
+Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption policy"):
+
+- Speech onset while the latest response is generating or draining enters `paused` (its
+  sub-state remembers which: `paused_generating`, `paused_draining`, or `paused_settled` once
+  the reply was heard in full), emitting `PauseOutput` after `AnnounceSpeechStarted`. Nothing
+  is cancelled: the backend goes on and its deltas still flow (the client queues them), so no
+  audio is lost on resume. A reply that finishes generating while paused moves to
+  `paused_draining` and drains normally after a resume.
+- Exactly one `OverlapDecided` per pause: every transition that leaves `paused` emits one,
+  and only those do.
+- Interrupt (`reason="speech"`): `overlap_heard` with `sounds_like_interruption` (the speech
+  lasted `min_speech_ms` and its partial holds other words than backchannels, or none came
+  back within the grace: `waited`), or `speech_stopped` with `ends_turn` (long enough, not
+  cleared by a partial). Then `InterruptResponses("turn_detected")`: the backend is cancelled
+  only here (and by the client's own events below), exactly as rule 1.
+- The overlap's speech is not committed while undecided: its `speech_stopped` moves the input
+  region to `held`. An interrupt while `held` commits it (`held -> committed`: the speech is
+  the next user turn, its response per session config); a resume drops it (`DropInput`).
+- Resume: `resume_timer` (the core arms it when the speech stopped; new speech cancels it,
+  and `speech_started` takes `held` back to `user_speaking`: the same overlap goes on), guard
+  `input_held`, back to the sub-state's origin (`generating`, `draining` or `idle`) with
+  `OverlapDecided("resume", short | backchannel | noise)` and `ResumeOutput`.
+- The client ends a pause as in v1: `clear`, `cancel` (of the latest), `truncate` and a
+  `commit` leave `paused` for `interrupted` with `OverlapDecided("interrupt", "client")`
+  before v1's effects; `clear_input` resumes (`"client"`: the overlap's audio is gone);
+  `close` interrupts (`"closed"`) and every live reply gets its terminal; a `response_started`
+  (the client's `response.create` once the paused reply finished) resumes it.
 """
 
 from __future__ import annotations
@@ -44,12 +75,19 @@ from statecharts.effects import (
     AnswerClear,
     CommitInput,
     CreateResponse,
+    DropInput,
+    Heard,
     InterruptResponse,
     InterruptResponses,
+    OverlapDecided,
+    OverlapReason,
+    PauseOutput,
     Reject,
+    ResumeOutput,
 )
 
 TurnDetection = Literal["server_vad", "manual"]
+InterruptionMode = Literal["immediate", "pause"]
 
 
 class SessionChart(Chart):
@@ -59,17 +97,32 @@ class SessionChart(Chart):
         class input(State.Compound):
             listening = State(initial=True)
             user_speaking = State()
+            # Pause mode: the overlap's speech stopped, undecided; its audio stays buffered.
+            held = State()
             committed = State()
 
-            speech_started = listening.to(user_speaking, cond="server_vad", on="_on_speech_started")
-            speech_stopped = user_speaking.to(committed, cond="server_vad", on="_on_speech_stopped")
+            speech_started = listening.to(
+                user_speaking, cond="server_vad", on="_on_speech_started"
+            ) | held.to(user_speaking, cond="server_vad", on="_on_speech_started")
+            speech_stopped = user_speaking.to(
+                held, cond=["server_vad", "overlap_open"], unless="ends_turn", on="_on_hold"
+            ) | user_speaking.to(committed, cond="server_vad", on="_on_speech_stopped")
             commit = (
                 listening.to(committed, cond=["commit_is_final", "has_audio"])
                 | user_speaking.to(committed, cond=["commit_is_final", "has_audio"])
-                | listening.to.itself(internal=True, cond="commit_is_final", on="_reject_empty")
-                | user_speaking.to.itself(internal=True, cond="commit_is_final", on="_reject_empty")
+                | held.to(committed, cond=["commit_is_final", "has_audio"])
+                | listening.to.itself(cond="commit_is_final", on="_reject_empty")
+                | user_speaking.to.itself(cond="commit_is_final", on="_reject_empty")
             )
-            clear_input = user_speaking.to(listening)
+            clear_input = user_speaking.to(listening) | held.to(listening)
+            # An interrupt decided after the overlap's speech stopped: it is the next turn.
+            overlap_heard = held.to(committed, cond="sounds_like_interruption")
+            clear = held.to(committed, cond="targets_latest")
+            cancel = held.to(committed, cond="targets_latest")
+            truncate = held.to(committed, cond="targets_latest")
+            # Resumed: the overlap never becomes a user turn.
+            resume_timer = held.to(listening, cond="overlap_open", on="_on_drop_input")
+            response_started = held.to(listening, on="_on_drop_input")
             committed.to(listening)
 
         class output(State.Compound):
@@ -78,43 +131,88 @@ class SessionChart(Chart):
             draining = State()
             interrupted = State()
 
+            class paused(State.Compound):
+                paused_generating = State(initial=True)
+                paused_draining = State()
+                paused_settled = State()
+
+                response_finished = paused_generating.to(
+                    paused_draining, cond=["is_latest", "audio_pending"]
+                ) | paused_generating.to(paused_settled, cond="is_latest")
+                response_settled = paused_draining.to(paused_settled, cond="is_latest")
+
             response_started = (
                 idle.to(generating, on="_on_response_started")
                 | draining.to(generating, on="_on_response_started")
                 | interrupted.to(generating, on="_on_response_started")
+                | paused.to(generating, on="_on_response_started_while_paused")
             )
             response_finished = generating.to(
                 draining, cond=["is_latest", "audio_pending"]
             ) | generating.to(idle, cond="is_latest")
             response_settled = draining.to(idle, cond="is_latest")
-            speech_started = generating.to(
-                interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
-            ) | draining.to(
-                interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
+            speech_started = (
+                generating.to(
+                    paused, cond=["server_vad", "interrupt_response", "pause_mode"], on="_on_pause"
+                )
+                | draining.to(
+                    paused.paused_draining,
+                    cond=["server_vad", "interrupt_response", "pause_mode"],
+                    on="_on_pause",
+                )
+                | generating.to(
+                    interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
+                )
+                | draining.to(
+                    interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
+                )
+            )
+            overlap_heard = paused.to(
+                interrupted, cond="sounds_like_interruption", on="_on_overlap_interrupt"
+            )
+            speech_stopped = paused.to(interrupted, cond="ends_turn", on="_on_overlap_interrupt")
+            resume_timer = (
+                paused.paused_generating.to(generating, cond="input_held", on="_on_resume")
+                | paused.paused_draining.to(draining, cond="input_held", on="_on_resume")
+                | paused.paused_settled.to(idle, cond="input_held", on="_on_resume")
+            )
+            clear_input = (
+                paused.paused_generating.to(generating, on="_on_resume_by_client")
+                | paused.paused_draining.to(draining, on="_on_resume_by_client")
+                | paused.paused_settled.to(idle, on="_on_resume_by_client")
             )
             clear = (
                 generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
                 | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
-                | generating.to.itself(internal=True, on="_on_clear_older")
-                | draining.to.itself(internal=True, on="_on_clear_older")
-                | idle.to.itself(internal=True, cond="targets_latest", on="_answer_clear")
-                | interrupted.to.itself(internal=True, cond="targets_latest", on="_answer_clear")
-                | idle.to.itself(internal=True, on="_on_clear_older")
-                | interrupted.to.itself(internal=True, on="_on_clear_older")
+                | paused.to(interrupted, cond="targets_latest", on="_on_client_interrupt")
+                | generating.to.itself(on="_on_clear_older")
+                | draining.to.itself(on="_on_clear_older")
+                | paused.to(paused, internal=True, on="_on_clear_older")
+                | idle.to.itself(cond="targets_latest", on="_answer_clear")
+                | interrupted.to.itself(cond="targets_latest", on="_answer_clear")
+                | idle.to.itself(on="_on_clear_older")
+                | interrupted.to.itself(on="_on_clear_older")
             )
             cancel = (
                 generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
                 | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
-                | generating.to.itself(internal=True, on="_on_clear_older")
-                | draining.to.itself(internal=True, on="_on_clear_older")
-                | idle.to.itself(internal=True, cond="names_live_response", on="_on_clear_older")
-                | interrupted.to.itself(
-                    internal=True, cond="names_live_response", on="_on_clear_older"
-                )
-                | idle.to.itself(internal=True, on="_reject_cancel")
-                | interrupted.to.itself(internal=True, on="_reject_cancel")
+                | paused.to(interrupted, cond="targets_latest", on="_on_client_interrupt")
+                | generating.to.itself(on="_on_clear_older")
+                | draining.to.itself(on="_on_clear_older")
+                | paused.to(paused, internal=True, on="_on_clear_older")
+                | idle.to.itself(cond="names_live_response", on="_on_clear_older")
+                | interrupted.to.itself(cond="names_live_response", on="_on_clear_older")
+                | idle.to.itself(on="_reject_cancel")
+                | interrupted.to.itself(on="_reject_cancel")
             )
-            close = generating.to(interrupted, on="_on_clear_latest")
+            # The core runs the response chart's truncate; this only ends the pause.
+            truncate = paused.to(interrupted, cond="targets_latest", on="_on_truncate_paused")
+            commit = paused.to(
+                interrupted, cond=["commit_is_final", "has_audio"], on="_on_commit_paused"
+            )
+            close = generating.to(interrupted, on="_on_clear_latest") | paused.to(
+                interrupted, on="_on_close_paused"
+            )
             interrupted.to(idle)
 
     def __init__(
@@ -123,20 +221,34 @@ class SessionChart(Chart):
         turn_detection: TurnDetection = "server_vad",
         create_response: bool = True,
         interrupt_response: bool = True,
+        interruption: InterruptionMode = "immediate",
+        min_speech_ms: int = 400,
     ) -> None:
         self.turn_detection: TurnDetection = turn_detection
         self.create_response = create_response
         self.interrupt_response_enabled = interrupt_response
+        self.interruption: InterruptionMode = interruption
+        self.min_speech_ms = min_speech_ms
         self.latest_response_id: str | None = None
+        # Where the held overlap's speech stopped: its commit, if interrupted, is a VAD commit.
+        self._held_end_ms: int | None = None
         super().__init__()
 
     def configure(
-        self, *, turn_detection: TurnDetection, create_response: bool, interrupt_response: bool
+        self,
+        *,
+        turn_detection: TurnDetection,
+        create_response: bool,
+        interrupt_response: bool,
+        interruption: InterruptionMode = "immediate",
+        min_speech_ms: int = 400,
     ) -> None:
         """Apply a `session.update`: guards read these on the next event."""
         self.turn_detection = turn_detection
         self.create_response = create_response
         self.interrupt_response_enabled = interrupt_response
+        self.interruption = interruption
+        self.min_speech_ms = min_speech_ms
 
     # Guards ---------------------------------------------------------------------------
     def server_vad(self) -> bool:
@@ -144,6 +256,28 @@ class SessionChart(Chart):
 
     def interrupt_response(self) -> bool:
         return self.interrupt_response_enabled
+
+    def pause_mode(self) -> bool:
+        return self.interruption == "pause"
+
+    def overlap_open(self) -> bool:
+        return "paused" in self.active
+
+    def input_held(self) -> bool:
+        return "held" in self.active
+
+    def sounds_like_interruption(
+        self, speech_ms: int = 0, heard: Heard = "nothing", waited: bool = False
+    ) -> bool:
+        """Long enough, and the partial transcript says words, or none came back in time."""
+        return speech_ms >= self.min_speech_ms and (
+            heard == "words" or (heard == "nothing" and waited)
+        )
+
+    def ends_turn(self, speech_ms: int = 0, heard: Heard = "nothing") -> bool:
+        """The overlap's speech stopped having lasted long enough, and no partial cleared it
+        (a backchannel or noise waits for the resume timer)."""
+        return speech_ms >= self.min_speech_ms and heard in ("words", "nothing")
 
     def commit_is_final(self, final: bool | None = None) -> bool:
         return final is not False
@@ -173,9 +307,25 @@ class SessionChart(Chart):
     def _on_speech_stopped(self, audio_end_ms: int) -> None:
         self.emit(AnnounceSpeechStopped(audio_end_ms))
 
+    def _on_hold(self, audio_end_ms: int) -> None:
+        self._held_end_ms = audio_end_ms
+        self.emit(AnnounceSpeechStopped(audio_end_ms))
+
+    def _on_drop_input(self) -> None:
+        self._held_end_ms = None
+        self.emit(DropInput())
+
     def on_enter_committed(
-        self, audio_end_ms: int | None = None, create_response: bool | None = None
+        self,
+        source: State,
+        event: str,
+        audio_end_ms: int | None = None,
+        create_response: bool | None = None,
     ) -> None:
+        if source.id == "held" and event != "commit":
+            # A held overlap decided an interrupt: committed as its speech_stopped would have.
+            audio_end_ms = self._held_end_ms
+        self._held_end_ms = None
         self.emit(CommitInput(audio_end_ms))
         # A VAD commit answers per session config; a client commit only when it asks.
         wanted = (
@@ -209,6 +359,52 @@ class SessionChart(Chart):
     def _on_clear_latest(self) -> None:
         self.emit(InterruptResponses("client_cancelled"))
 
+    # Pause mode: each of these leaves `paused` and emits its one decision.
+    def _decide(self, decision: Literal["interrupt", "resume"], reason: OverlapReason) -> None:
+        assert self.latest_response_id is not None  # paused only while a response is latest
+        self.emit(OverlapDecided(self.latest_response_id, decision, reason))
+
+    def _on_pause(self) -> None:
+        assert self.latest_response_id is not None
+        self.emit(PauseOutput(self.latest_response_id))
+
+    def _on_overlap_interrupt(self) -> None:
+        self._decide("interrupt", "speech")
+        self.emit(InterruptResponses("turn_detected"))
+
+    def _on_resume(self, speech_ms: int = 0, heard: Heard = "nothing") -> None:
+        reason: OverlapReason = "short"
+        if heard == "backchannel":
+            reason = "backchannel"
+        elif heard == "noise" and speech_ms >= self.min_speech_ms:
+            reason = "noise"
+        self._decide("resume", reason)
+        self.emit(ResumeOutput(self.latest_response_id or ""))
+
+    def _on_resume_by_client(self) -> None:
+        self._decide("resume", "client")
+        self.emit(ResumeOutput(self.latest_response_id or ""))
+
+    def _on_response_started_while_paused(self, response_id: str) -> None:
+        self._on_resume_by_client()
+        self.latest_response_id = response_id
+
+    def _on_client_interrupt(self) -> None:
+        self._decide("interrupt", "client")
+        self.emit(InterruptResponses("client_cancelled"))
+
+    def _on_truncate_paused(self) -> None:
+        self._decide("interrupt", "client")
+
+    def _on_commit_paused(self) -> None:
+        # The client made the overlap a user turn: a barge-in by that turn.
+        self._decide("interrupt", "client")
+        self.emit(InterruptResponses("turn_detected"))
+
+    def _on_close_paused(self) -> None:
+        self._decide("interrupt", "closed")
+        self.emit(InterruptResponses("client_cancelled"))
+
     def _on_clear_older(self, response_id: str | None = None) -> None:
         if response_id is not None and response_id != self.latest_response_id:
             self.emit(InterruptResponse(response_id, "client_cancelled"))
@@ -216,11 +412,17 @@ class SessionChart(Chart):
     # Queries --------------------------------------------------------------------------
     @property
     def is_output_live(self) -> bool:
-        return "generating" in self.active or "draining" in self.active
+        return bool(
+            {"generating", "draining", "paused_generating", "paused_draining"} & self.active
+        )
 
     @property
     def is_generating(self) -> bool:
-        return "generating" in self.active
+        return "generating" in self.active or "paused_generating" in self.active
+
+    @property
+    def is_paused(self) -> bool:
+        return "paused" in self.active
 
     @property
     def user_speaking(self) -> bool:

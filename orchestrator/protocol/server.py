@@ -33,6 +33,11 @@ __all__ = [
     "InputAudioBufferSpeechStopped",
     "InputAudioBufferTimeoutTriggered",
     "OutputAudioBufferCleared",
+    "OutputAudioBufferPaused",
+    "OutputAudioBufferResumed",
+    "OverlapDecision",
+    "OverlapDecisionKind",
+    "OverlapReason",
     "PlaybackAcknowledged",
     "RateLimit",
     "RateLimitsUpdated",
@@ -357,6 +362,42 @@ class OutputAudioBufferCleared(
     response_id: str
 
 
+class OutputAudioBufferPaused(
+    _ServerEvent, frozen=True, kw_only=True, tag="output_audio_buffer.paused"
+):
+    """Pause mode: stop playing this response where it is and keep what is queued."""
+
+    response_id: str
+
+
+class OutputAudioBufferResumed(
+    _ServerEvent, frozen=True, kw_only=True, tag="output_audio_buffer.resumed"
+):
+    """Pause mode: play on from where the pause stopped."""
+
+    response_id: str
+
+
+OverlapDecisionKind = Literal["interrupt", "resume"]
+# interrupt: `speech` (the speech decided), `client` (a clear, cancel, truncate or commit of the
+# client's ended the pause), `closed` (the session ended); resume: `short`, `backchannel`,
+# `noise` (an empty transcript), `client` (the client cleared the input buffer).
+OverlapReason = Literal["speech", "client", "closed", "short", "backchannel", "noise"]
+
+
+class OverlapDecision(_ServerEvent, frozen=True, kw_only=True, tag="overlap.decision"):
+    """The one decision about an overlap that paused `response_id` (docs/protocol.md)."""
+
+    response_id: str
+    decision: OverlapDecisionKind
+    reason: OverlapReason
+    # Overlapping speech heard so far, in ms of input audio (prefix padding not counted).
+    speech_ms: int
+    # Extension: the latest partial transcript of the overlap the decision saw; null when none
+    # was back (a decision made on duration alone).
+    transcript: str | None = None
+
+
 class ErrorInfo(msgspec.Struct, frozen=True, kw_only=True):
     type: str
     code: str | None = None
@@ -419,6 +460,9 @@ ServerEvent = (
     | ResponseOutputTextDone
     | RateLimitsUpdated
     | OutputAudioBufferCleared
+    | OutputAudioBufferPaused
+    | OutputAudioBufferResumed
+    | OverlapDecision
     | ErrorEvent
     | PlaybackAcknowledged
     | ConversationContext

@@ -14,11 +14,14 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 __all__ = [
+    "DEFAULT_BACKCHANNELS",
     "PCM16",
     "PCMA",
     "PCMU",
     "AudioFormat",
     "AudioFormatType",
+    "Interruption",
+    "InterruptionMode",
     "MaxTokens",
     "Modality",
     "ServerVad",
@@ -29,6 +32,7 @@ __all__ = [
     "SessionObject",
     "SessionPatch",
     "Transcription",
+    "normalize_backchannel",
 ]
 
 AudioFormatType = Literal["audio/pcm", "audio/pcmu", "audio/pcma"]
@@ -54,8 +58,45 @@ PCMU: Final = AudioFormat(type="audio/pcmu", rate=8000)
 PCMA: Final = AudioFormat(type="audio/pcma", rate=8000)
 
 
+InterruptionMode = Literal["immediate", "pause"]
+
+# Short acknowledgements that never interrupt in pause mode (docs/protocol.md, "Interruption
+# policy"), already normalised (lower case, no punctuation): an overlap whose transcript is
+# made only of these words is a backchannel.
+DEFAULT_BACKCHANNELS: Final[tuple[str, ...]] = (
+    "yeah", "yes", "yep", "yup", "ya", "uh-huh", "uh huh", "mhm", "mm-hmm", "mm hmm", "mm",
+    "hmm", "hm", "okay", "ok", "right", "alright", "all right", "sure", "i see", "got it",
+    "cool", "nice", "wow", "oh", "ah", "uh", "um", "true", "exactly", "indeed",
+)  # fmt: skip
+
+
+class Interruption(msgspec.Struct, frozen=True, kw_only=True):
+    """`turn_detection.interruption` (v2): what speech does while the assistant speaks.
+
+    `immediate` is v1's rule 1; `pause` pauses the reply and decides with one
+    `overlap.decision`. `backchannels` is this server's extension (the words that never
+    interrupt), normalised at the edge.
+    """
+
+    mode: InterruptionMode = "immediate"
+    min_speech_ms: int = 400
+    resume_after_ms: int = 1500
+    backchannels: tuple[str, ...] = DEFAULT_BACKCHANNELS
+
+
+def normalize_backchannel(text: str) -> str:
+    """Lower case, punctuation other than inner hyphens dropped, spaces collapsed: how
+    backchannel entries and overlap transcripts are compared ("Uh-huh." is "uh-huh")."""
+    kept = "".join(c if c.isalnum() or c in "-'" else " " for c in text.lower())
+    return " ".join(word.strip("-'") for word in kept.split() if word.strip("-'"))
+
+
 class ServerVad(msgspec.Struct, frozen=True, kw_only=True):
-    """The only turn detection we run; defaults are OpenAI's."""
+    """The only turn detection we run; defaults are OpenAI's.
+
+    `interruption` is UNSET unless the client sent one: then it is not rendered, and a v1
+    client sees exactly v1's session object (`policy` is the effective value).
+    """
 
     type: Literal["server_vad"] = "server_vad"
     threshold: float = 0.5
@@ -64,6 +105,11 @@ class ServerVad(msgspec.Struct, frozen=True, kw_only=True):
     create_response: bool = True
     interrupt_response: bool = True
     idle_timeout_ms: int | None = None
+    interruption: Interruption | UnsetType = UNSET
+
+    @property
+    def policy(self) -> Interruption:
+        return Interruption() if isinstance(self.interruption, UnsetType) else self.interruption
 
 
 class Transcription(msgspec.Struct, frozen=True, kw_only=True):

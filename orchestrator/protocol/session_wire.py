@@ -17,18 +17,22 @@ from msgspec import UNSET, Meta, UnsetType
 from .client import SessionUpdate
 from .errors import InvalidInput
 from .session_config import (
+    DEFAULT_BACKCHANNELS,
     PCM16,
     PCMA,
     PCMU,
     AudioFormat,
+    Interruption,
     MaxTokens,
     Modality,
     ServerVad,
     SessionPatch,
     Transcription,
+    normalize_backchannel,
 )
 
 __all__ = [
+    "WireInterruption",
     "WireMaxTokens",
     "WireSession",
     "WireSessionUpdate",
@@ -55,6 +59,16 @@ class WireAudioFormat(_Wire, frozen=True, kw_only=True):
 WireFormat = str | WireAudioFormat
 
 
+class WireInterruption(_Wire, frozen=True, kw_only=True):
+    # `mode` is a plain str so that an unknown mode is named in an `invalid_value` error.
+    mode: str | None = None
+    min_speech_ms: Annotated[int, Meta(ge=0, le=10_000)] | None = None
+    resume_after_ms: Annotated[int, Meta(ge=0, le=30_000)] | None = None
+    backchannels: (
+        Annotated[tuple[Annotated[str, Meta(max_length=64)], ...], Meta(max_length=256)] | None
+    ) = None
+
+
 class WireTurnDetection(_Wire, frozen=True, kw_only=True):
     # Beta clients often sent only the knobs; server_vad was the one type there was.
     type: str = "server_vad"
@@ -64,6 +78,7 @@ class WireTurnDetection(_Wire, frozen=True, kw_only=True):
     create_response: bool | None = None
     interrupt_response: bool | None = None
     idle_timeout_ms: NonNegative | None = None
+    interruption: WireInterruption | None = None
 
 
 class WireTranscription(_Wire, frozen=True, kw_only=True):
@@ -191,9 +206,37 @@ def _turn_detection(wire: WireTurnDetection | None, param: str) -> ServerVad | N
         )
         if (value := getattr(wire, name)) is not None
     }
+    if wire.interruption is not None:
+        given["interruption"] = _interruption(wire.interruption, f"{param}.interruption")
     # Like OpenAI, a turn_detection object replaces the previous one; unset knobs take
     # their defaults instead of keeping earlier values.
     return ServerVad(**given)
+
+
+def _interruption(wire: WireInterruption, param: str) -> Interruption:
+    if wire.mode is not None and wire.mode not in ("immediate", "pause"):
+        raise InvalidInput(
+            "invalid_value",
+            f"Unsupported interruption mode '{wire.mode[:64]}'; use 'immediate' or 'pause'.",
+            f"{param}.mode",
+        )
+    given: dict[str, object] = {
+        name: value
+        for name in ("mode", "min_speech_ms", "resume_after_ms")
+        if (value := getattr(wire, name)) is not None
+    }
+    if wire.backchannels is not None:
+        words = tuple(normalize_backchannel(entry) for entry in wire.backchannels)
+        if not all(words):
+            raise InvalidInput(
+                "invalid_value",
+                "Every backchannel must hold at least one letter or digit.",
+                f"{param}.backchannels",
+            )
+        given["backchannels"] = tuple(dict.fromkeys(words))
+    else:
+        given["backchannels"] = DEFAULT_BACKCHANNELS
+    return Interruption(**given)  # type: ignore[arg-type]
 
 
 def _transcription(wire: WireTranscription | None) -> Transcription | None:

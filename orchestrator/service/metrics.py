@@ -36,6 +36,18 @@ class Metrics:
         self.interruptions = Counter(
             "turntaker_interruptions", "Responses interrupted by the user's speech", registry=r
         )
+        self.overlap_decisions = Counter(
+            "turntaker_overlap_decisions",
+            "Pause mode: overlap.decision events sent, by decision and reason",
+            ["decision", "reason"],
+            registry=r,
+        )
+        self.overlap_decisions_untranscribed = Counter(
+            "turntaker_overlap_decisions_without_transcript",
+            "Pause mode: overlap decisions made with no partial transcript back (duration only)",
+            ["decision", "reason"],
+            registry=r,
+        )
         self.time_to_first_audio = Histogram(
             "turntaker_time_to_first_audio_seconds",
             "From response start to its first audio delta sent",

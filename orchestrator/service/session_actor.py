@@ -252,11 +252,13 @@ class SessionActor:
         assert transcriber is not None  # the core asks only when told there is one
         seconds = job.audio16k.shape[0] / 16000
         try:
-            text = await transcriber.transcribe(job.audio16k)
+            # An overlap's partial must be back within the decision's grace: the fast decode.
+            text = await transcriber.transcribe(job.audio16k, partial=job.purpose == "overlap")
         except Exception as error:  # the model's message reaches the client as-is
-            await self._post(TranscriptReady(job.item_id, None, str(error), seconds))
+            answer = TranscriptReady(job.item_id, None, str(error), seconds, job.purpose, job.token)
         else:
-            await self._post(TranscriptReady(job.item_id, text, None, seconds))
+            answer = TranscriptReady(job.item_id, text, None, seconds, job.purpose, job.token)
+        await self._post(answer)
 
     async def _queue_out(self, text: str) -> None:
         """Into the bounded outbox; `_NotReading` when it stays full for the slow-client time."""

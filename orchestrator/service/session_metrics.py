@@ -2,7 +2,9 @@
 
 Observation only: nothing here decides. Barge-in latency runs from the VAD's answer to the
 step that cleared the client's audio; time to first audio from `response.created` to the
-first audio delta (a cascade response's wait for its turn's transcript included). State is one
+first audio delta (a cascade response's wait for its turn's transcript included). Pause
+mode's decisions are counted from `overlap.decision` (those whose `transcript` is null also as
+made without a transcript). State is one
 timestamp per response in flight, dropped at its `response.done`.
 """
 
@@ -32,6 +34,11 @@ class SessionMetrics:
             began = self._first_audio_pending.pop(event.response_id, None)
             if began is not None:
                 self._metrics.observe("time_to_first_audio", trio.current_time() - began)
+        elif isinstance(event, se.OverlapDecision):
+            self._metrics.overlap_decisions.labels(event.decision, event.reason).inc()
+            if event.transcript is None:
+                labels = self._metrics.overlap_decisions_untranscribed.labels
+                labels(event.decision, event.reason).inc()
         elif isinstance(event, se.ResponseDone):
             self._metrics.responses.labels(event.response.status).inc()
             self._first_audio_pending.pop(event.response.id, None)

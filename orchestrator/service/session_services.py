@@ -19,7 +19,7 @@ AppendBudget = Callable[[int], bool]
 
 
 class Transcriber(Protocol):
-    async def transcribe(self, audio16k: Audio) -> str: ...
+    async def transcribe(self, audio16k: Audio, partial: bool = False) -> str: ...
 
 
 class VadService(Protocol):

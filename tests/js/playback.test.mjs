@@ -134,3 +134,108 @@ test("interrupted-id memory is bounded (the last 64 are kept)", () => {
   for (const v of ["a", "b", "c", "a", "d"]) set.add(v);
   assert.deepEqual([...set.items], ["b", "c", "d"]);
 });
+
+// --- pause / resume (interruption policy, pause mode) ------------------------------------------
+
+// Distinct non-zero samples, so that a lost, repeated or reordered sample shows, and silence
+// (0) is never mistaken for audio.
+function ramp(start, n) {
+  const a = new Int16Array(n);
+  for (let i = 0; i < n; i++) a[i] = ((start + i) % 30000) + 1;
+  return a;
+}
+
+function ints(samples) {
+  return samples.map((s) => Math.round(s * 32768));
+}
+
+test("pause: the played cursor stands still while paused and goes on from where it stopped", () => {
+  const q = new PlaybackQueue();
+  q.push("resp_a", ramp(0, 4000));
+  renderFrames(q, 256);
+  assert.equal(q.played("resp_a"), 256);
+  assert.equal(q.pause("resp_a"), true);
+  const held = renderFrames(q, 1024);
+  assert.ok(held.samples.every((s) => s === 0), "pause mode: a paused response must render silence");
+  assert.equal(q.played("resp_a"), 256, "pause mode: a paused cursor stands still (the ACK reports it)");
+  assert.equal(q.pending("resp_a"), 4000 - 256, "pause mode: the paused response's queue is kept");
+  assert.equal(q.resume("resp_a"), true);
+  const after = ints(renderFrames(q, 128).samples);
+  assert.deepEqual(after, [...ramp(256, 128)], "pause mode: resume plays on from the exact sample");
+  assert.equal(q.played("resp_a"), 384);
+});
+
+test("pause: deltas keep queuing while paused and nothing is lost or repeated on resume", () => {
+  const q = new PlaybackQueue();
+  q.push("resp_a", ramp(0, 1000));
+  const before = renderFrames(q, 384);
+  q.pause("resp_a");
+  q.push("resp_a", ramp(1000, 1000)); // the server keeps sending the paused response's audio
+  q.push("resp_a", ramp(2000, 500));
+  q.markDone("resp_a");
+  const held = renderFrames(q, 2560);
+  assert.deepEqual(held.finished, [], "pause mode: a paused response with audio left is not finished");
+  assert.ok(held.samples.every((s) => s === 0));
+  assert.equal(q.pending("resp_a"), 2500 - 384, "pause mode: the kept queue grows with new deltas");
+  q.resume("resp_a");
+  const after = renderFrames(q, 2560);
+  const heard = [...ints(before.samples), ...ints(after.samples)].filter((s) => s !== 0);
+  assert.deepEqual(heard, [...ramp(0, 2500)], "pause mode: every sample plays once, in order");
+  assert.deepEqual(after.finished, [{ rid: "resp_a", played: 2500 }], "the full-length ACK comes once");
+  assert.equal(q.pushed, q.played("resp_a"));
+});
+
+test("pause: a pause that comes before the response's first delta holds it from its start", () => {
+  const q = new PlaybackQueue();
+  assert.equal(q.pause("resp_b"), true);
+  q.push("resp_b", ramp(0, 512));
+  assert.ok(renderFrames(q, 512).samples.every((s) => s === 0));
+  assert.equal(q.played("resp_b"), 0);
+  q.resume("resp_b");
+  assert.deepEqual(ints(renderFrames(q, 512).samples), [...ramp(0, 512)]);
+});
+
+test("pause: a clear while paused drops the kept queue, as a clear does today", () => {
+  const q = new PlaybackQueue();
+  q.push("resp_a", ramp(0, 1000));
+  renderFrames(q, 256);
+  q.pause("resp_a");
+  q.push("resp_a", ramp(1000, 500));
+  renderFrames(q, 256);
+  const result = q.clear("resp_a");
+  assert.deepEqual(result, { rid: "resp_a", played: 256, dropped: 1500 - 256 },
+    "pause mode: the ACK after an interrupt reports the cursor where the pause stopped it");
+  assert.equal(q.isPaused("resp_a"), false, "a clear ends the pause");
+  assert.equal(q.push("resp_a", ramp(1500, 300)), 0, "late deltas after the clear are discarded");
+  assert.equal(q.resume("resp_a"), false);
+  // The next answer is not held behind the dropped one.
+  q.push("resp_b", tone(256, 9));
+  assert.deepEqual(ints(renderFrames(q, 256).samples), Array(256).fill(9));
+  assert.equal(q.played("resp_a"), 256);
+});
+
+test("pause: a pause for an old response id (cleared or played to its end) does nothing", () => {
+  const q = new PlaybackQueue();
+  q.push("resp_a", tone(256, 1));
+  q.markDone("resp_a");
+  assert.deepEqual(renderFrames(q, 256).finished, [{ rid: "resp_a", played: 256 }]);
+  q.push("resp_b", tone(500, 2));
+  renderFrames(q, 128);
+  q.clear("resp_b");
+  q.push("resp_c", tone(1024, 3));
+  assert.equal(q.pause("resp_a"), false, "a pause of a finished response is stale");
+  assert.equal(q.pause("resp_b"), false, "a pause of a cleared response is stale");
+  assert.equal(q.resume("resp_x"), false, "a resume of a response never paused does nothing");
+  assert.deepEqual(ints(renderFrames(q, 512).samples), Array(512).fill(3),
+    "a stale pause must not silence the response playing now");
+  assert.equal(q.played("resp_a"), 256);
+  assert.equal(q.played("resp_c"), 512);
+});
+
+test("pause: paused-id memory is bounded", () => {
+  const q = new PlaybackQueue({ maxRemembered: 64 });
+  for (let i = 0; i < 1000; i++) q.pause(`resp_${i}`);
+  assert.equal(q.paused.size, 64);
+  assert.ok(q.isPaused("resp_999"));
+  assert.ok(q.finished.size <= 64);
+});

@@ -2,33 +2,46 @@
 
 After every step: one terminal per response; no delta of a response after its
 interruption or terminal; history holds only heard content; the current input is last;
-fencing and playback memory do not grow with the number of interruptions.
+fencing and playback memory do not grow with the number of interruptions. Pause mode
+(docs/protocol.md "Interruption policy") is driven too, through real VAD answers, partial
+transcripts and timer expiries: exactly one `overlap.decision` per pause, every admitted backend
+chunk delivered exactly once while paused (nothing lost on resume), no delta after an interrupt.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import deque
 from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 from orchestrator import conversation as conv
-from orchestrator.actions import StartBackend
-from orchestrator.core import SessionCore, Step
+from orchestrator.actions import ArmTimer, DetectSpeech, StartBackend, Transcribe
+from orchestrator.core import CoreConfig, SessionCore, Step
 from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
     BackendFailed,
     BackendText,
+    SpeechProbabilities,
+    TimerFired,
+    TranscriptReady,
     VadSpeechStarted,
     VadSpeechStopped,
 )
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
-from orchestrator.protocol.session_config import ServerVad, SessionPatch
+from orchestrator.protocol.session_config import Interruption, ServerVad, SessionPatch
 
 CHUNK_MS = 40
 DELTAS = (
@@ -57,17 +70,29 @@ class Resp:
 class Log:
     responses: dict[str, Resp] = field(default_factory=dict)
     user_items: list[str] = field(default_factory=list)
+    pauses: int = 0
+    decisions: int = 0
 
 
 class SessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.core = SessionCore("s")
+        self.core = SessionCore("s", CoreConfig(transcriber=True))
         self.log = Log()
+        self.detects: deque[DetectSpeech] = deque(maxlen=4)
+        self.timers: dict[str, int] = {}
+        self.partial: Transcribe | None = None
         self.clock_ms = 0
         self.speaking = False
         self.fence_size = sys.getsizeof(self.core.fence)
         self.feed(self.core.open())
+
+    @initialize(pause=st.booleans())
+    def start(self, pause: bool) -> None:
+        """Half the runs start in pause mode with a reply generating (the overlap's ground)."""
+        if pause:
+            self.session_update("pause")
+            self.create_response()
 
     # Recording ------------------------------------------------------------------------
     def feed(self, outputs: Step) -> Step:
@@ -94,6 +119,20 @@ class SessionMachine(RuleBasedStateMachine):
                     resp.deltas_after_close += 1
             elif isinstance(out, se.InputAudioBufferCommitted):
                 self.log.user_items.append(out.item_id)
+            elif isinstance(out, se.OutputAudioBufferPaused):
+                self.log.pauses += 1
+            elif isinstance(out, se.OverlapDecision):
+                self.log.decisions += 1
+            elif isinstance(out, DetectSpeech):
+                self.detects.append(out)
+            elif isinstance(out, ArmTimer):
+                self.timers[out.kind] = out.token
+            elif isinstance(out, Transcribe) and out.purpose == "overlap":
+                self.partial = out
+            elif isinstance(out, se.InputAudioBufferSpeechStarted):
+                self.speaking = True
+            elif isinstance(out, se.InputAudioBufferSpeechStopped):
+                self.speaking = False
         return outputs
 
     def latest(self) -> tuple[str, Resp] | None:
@@ -193,9 +232,11 @@ class SessionMachine(RuleBasedStateMachine):
     def retrieve_context(self) -> None:
         self.feed(self.core.client(ce.ConversationContextRetrieve()))
 
-    @rule(mode=st.sampled_from(["vad", "vad_no_interrupt", "vad_no_create", "manual"]))
+    @rule(mode=st.sampled_from(["vad", "vad_no_interrupt", "vad_no_create", "manual", "pause"]))
     def session_update(self, mode: str) -> None:
+        pause = Interruption(mode="pause", min_speech_ms=80, resume_after_ms=100)
         vad = {
+            "pause": ServerVad(silence_duration_ms=100, interruption=pause),
             "vad": ServerVad(),
             "vad_no_interrupt": ServerVad(interrupt_response=False),
             "vad_no_create": ServerVad(create_response=False),
@@ -214,6 +255,29 @@ class SessionMachine(RuleBasedStateMachine):
     def speech_stopped(self) -> None:
         self.speaking = False
         self.feed(self.core.vad(VadSpeechStopped(self.clock_ms)))
+
+    @rule(prob=st.sampled_from([0.0, 1.0]))
+    def vad_answer(self, prob: float) -> None:
+        """The VAD answers the oldest appended audio not yet answered (the real detector)."""
+        if self.detects:
+            detect = self.detects.popleft()
+            answer = SpeechProbabilities((prob,) * len(detect.chunks), detect.chunk_end_ms)
+            self.feed(self.core.handle(answer, self.clock_ms))
+
+    @rule(text=st.sampled_from([None, "", "Yeah.", "Stop, wait."]))
+    def partial_transcript(self, text: str | None) -> None:
+        ask = self.partial
+        if ask is not None:
+            error = None if text is not None else "asr down"
+            ready = TranscriptReady(ask.item_id, text, error, 0.1, "overlap", ask.token)
+            self.feed(self.core.handle(ready, self.clock_ms))
+
+    @rule(kind=st.sampled_from(["overlap_grace", "overlap_resume"]), stale=st.booleans())
+    def timer_fires(self, kind: str, stale: bool) -> None:
+        token = self.timers.get(kind)
+        if token is not None:
+            fired = TimerFired(kind, token - 1 if stale else token)  # type: ignore[arg-type]
+            self.feed(self.core.handle(fired, self.clock_ms))
 
     # Backend --------------------------------------------------------------------------
     @rule(stale=st.booleans(), text=st.sampled_from(["", "Hi. "]))
@@ -304,6 +368,12 @@ class SessionMachine(RuleBasedStateMachine):
         existing = [i for i in self.log.user_items if i in self.core.conversation]
         if existing:
             assert users and users[-1] == existing[-1]
+
+    @invariant()
+    def pause_exactly_one_decision_per_overlap(self) -> None:
+        open_overlaps = 1 if self.core.chart.is_paused else 0
+        assert self.log.decisions == self.log.pauses - open_overlaps, self.log
+        assert self.core.overlap.is_open == self.core.chart.is_paused
 
     @invariant()
     def rule2_fence_memory_bounded(self) -> None:

@@ -30,7 +30,10 @@ from orchestrator.protocol import (
     MessageItem,
     OutputAudio,
     OutputAudioBufferCleared,
+    OutputAudioBufferPaused,
+    OutputAudioBufferResumed,
     OutputText,
+    OverlapDecision,
     PlaybackAcknowledged,
     ProtocolError,
     RateLimit,
@@ -109,6 +112,10 @@ def test_contract_server_event_names_are_all_present() -> None:
         "error",
         "playback.acknowledged",
         "conversation.context",
+        # v2, interruption policy (pause mode)
+        "output_audio_buffer.paused",
+        "output_audio_buffer.resumed",
+        "overlap.decision",
     }
 
 
@@ -384,3 +391,37 @@ def test_session_and_response_lifecycle_events_wrap_their_objects() -> None:
     created = _wire(ResponseCreated(response=Response(id="resp_9")))
     assert created["response"]["status"] == "in_progress"
     assert created["response"]["object"] == "realtime.response"
+
+
+def test_interruption_policy_events_have_the_contract_fields() -> None:
+    assert _wire(OutputAudioBufferPaused(response_id="resp_1")) == {
+        "type": "output_audio_buffer.paused",
+        "event_id": "event_1",
+        "response_id": "resp_1",
+    }
+    assert _wire(OutputAudioBufferResumed(response_id="resp_1"))["type"] == (
+        "output_audio_buffer.resumed"
+    )
+    decision = _wire(
+        OverlapDecision(
+            response_id="resp_1",
+            decision="resume",
+            reason="backchannel",
+            speech_ms=420,
+            transcript="Yeah.",
+        )
+    )
+    assert decision == {
+        "type": "overlap.decision",
+        "event_id": "event_1",
+        "response_id": "resp_1",
+        "decision": "resume",
+        "reason": "backchannel",
+        "speech_ms": 420,
+        "transcript": "Yeah.",
+    }
+    # Made without a transcript: the field is there, null.
+    untranscribed = OverlapDecision(
+        response_id="r", decision="interrupt", reason="speech", speech_ms=400
+    )
+    assert _wire(untranscribed)["transcript"] is None

@@ -64,10 +64,15 @@ class RawSession:
     def send(self, event: dict[str, Any]) -> None:
         self.ws.send(json.dumps(event))
 
-    def append(self, audio: Audio, chunk_ms: int = 100) -> None:
+    def append(self, audio: Audio, chunk_ms: int = 100, *, realtime: bool = False) -> None:
+        """Append in `chunk_ms` pieces; `realtime` paces them like a microphone (the server's
+        timers run on the wall clock, its VAD on the audio's)."""
         data = pcm16(audio)
         step = RATE * 2 * chunk_ms // 1000
-        for start in range(0, len(data), step):
+        began = time.monotonic()
+        for n, start in enumerate(range(0, len(data), step)):
+            if realtime:
+                time.sleep(max(began + n * chunk_ms / 1000 - time.monotonic(), 0.0))
             self.send(
                 {"type": "input_audio_buffer.append", "audio": b64(data[start : start + step])}
             )

@@ -115,3 +115,32 @@ def test_asr_rejects_lengths_that_do_not_match_the_audio(
         client.infer("asr", inputs)
     # The model is still there for the next caller.
     assert transcribe(client, [np.zeros(10, np.float32)]) == [""]
+
+
+def _partial(client: grpcclient.InferenceServerClient, speech: np.ndarray) -> str:
+    inputs = raw_asr_inputs(speech.astype(np.float32), np.array([speech.shape[0]], np.int32))
+    flag = grpcclient.InferInput("PARTIAL", [1], "BOOL")
+    flag.set_data_from_numpy(np.array([True]))
+    result = client.infer("asr", [*inputs, flag])
+    (text,) = result.as_numpy("TEXT").reshape(-1)
+    return str(text.decode())
+
+
+@pytest.mark.parametrize("voice", ["kal", "awb"])
+def test_asr_partial_decode_hears_backchannels_and_a_sentence(
+    client: grpcclient.InferenceServerClient, tmp_path: Path, voice: str
+) -> None:
+    # The overlap decision's fast path (PARTIAL: an 8 s window, greedy) must still hear what
+    # was said: a backchannel as itself, a sentence within the usual error rate. Whisper may
+    # repeat a short word on a short window ("Right Right"): the words, not their count. A
+    # partial Whisper is unsure of abstains ("") rather than invent words.
+    heard = 0
+    for word in ("yeah", "okay", "right"):
+        text = _partial(client, flite_speech(tmp_path, word, voice))
+        words = set(re.findall(r"[a-z]+", text.lower()))
+        assert words <= {word, "yes", "ok"}, f"a backchannel read as other words: {text!r}"
+        heard += bool(words)
+    assert heard >= 1, "the fast partial must hear backchannels, not only abstain"
+    sentence = "Can you say that again?"
+    text = _partial(client, flite_speech(tmp_path, sentence, voice))
+    assert word_error_rate(sentence, text) <= MAX_WER, text

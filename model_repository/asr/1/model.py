@@ -25,7 +25,9 @@ class TritonPythonModel:
         try:
             audio = pb_utils.get_input_tensor_by_name(request, "AUDIO").as_numpy()
             lengths = pb_utils.get_input_tensor_by_name(request, "AUDIO_LENGTHS").as_numpy()
-            texts = self.transcriber.transcribe_all(audio, lengths)
+            flag = pb_utils.get_input_tensor_by_name(request, "PARTIAL")
+            partial = flag is not None and bool(flag.as_numpy().reshape(-1)[:1].any())
+            texts = self.transcriber.transcribe_all(audio, lengths, partial)
         except ContractError as error:
             return pb_utils.InferenceResponse(error=pb_utils.TritonError(f"asr: {error}"))
         except Exception as error:

@@ -1,6 +1,8 @@
 // The Turntaker page: microphone -> input_audio_buffer.append, output audio -> playback worklet,
 // barge-in handled where it is heard (the worklet drops the interrupted response's audio and the
-// page reports exactly what was played with playback.ack).
+// page reports exactly what was played with playback.ack). In the interruption policy's pause
+// mode the worklet holds the answer on `output_audio_buffer.paused` and plays on from the same
+// sample on `output_audio_buffer.resumed`; the ACK's cursor stands still meanwhile.
 import { BoundedSet } from "./playback-core.js";
 
 const RATE = 24000;
@@ -17,8 +19,17 @@ const tt = {
   events: [], // [{t, dir, type, response_id?}]
   acks: [], // playback.ack events sent
   clears: {}, // rid -> {trigger, t_trigger, t_cleared_msg, t_silent, played, dropped}
-  statsLog: [], // [{t, rid, played}]
+  statsLog: [], // [{t, rid, played, paused}]
   interruptResponse: true,
+  interruption: "immediate", // the mode the server holds (from session.created / updated)
+  playbackState: "-",
+  received: {}, // rid -> samples of audio deltas handed to the worklet
+  acknowledged: [], // playback.acknowledged events: what the server holds of each reply
+  // rid -> its latest pause (a response can be paused again after a resume): {t_paused_msg, t_paused, paused_played, paused_queued, t_resumed_msg, t_resumed,
+  //         resumed_played, ended}: *_msg when the server's event came, the others when the
+  //         worklet took it and where its cursor (samples) stood then
+  pauses: {},
+  decisions: [], // overlap.decision events: [{t, response_id, decision, reason, speech_ms}]
 };
 window.turntaker = tt;
 
@@ -37,11 +48,20 @@ function log(dir, event) {
   const entry = { t: performance.now(), dir, type: event.type };
   if (event.response_id) entry.response_id = event.response_id;
   else if (event.response && event.response.id) entry.response_id = event.response.id;
+  if (event.type === "response.done") {
+    entry.status = event.response.status;
+    const details = event.response.status_details;
+    if (details && details.reason) entry.reason = details.reason;
+  }
   tt.events.push(entry);
   if (tt.events.length > 5000) tt.events.splice(0, 1000);
   if (event.type.endsWith(".delta") && event.type.includes("audio.delta")) return;
-  const line = `${(entry.t / 1000).toFixed(3)} ${dir} ${event.type}` +
+  let line = `${(entry.t / 1000).toFixed(3)} ${dir} ${event.type}` +
     (entry.response_id ? ` ${entry.response_id}` : "");
+  if (event.type === "overlap.decision") {
+    line += ` ${event.decision} reason=${event.reason} speech_ms=${event.speech_ms}` +
+      (event.transcript ? ` heard=${JSON.stringify(event.transcript)}` : "");
+  }
   const box = $("log");
   box.textContent += line + "\n";
   if (box.textContent.length > 40000) box.textContent = box.textContent.slice(-30000);
@@ -56,8 +76,12 @@ function send(event) {
 
 function setState(which, value) {
   tt[which] = value;
-  const id = { state: "conn-state", inputState: "input-state", responseState: "response-state" }[which];
+  const id = {
+    state: "conn-state", inputState: "input-state", responseState: "response-state",
+    playbackState: "playback-state",
+  }[which];
   $(id).textContent = value;
+  if (which === "playbackState") $(id).classList.toggle("paused", value.startsWith("paused"));
 }
 
 // --- transcript ---------------------------------------------------------------------------
@@ -112,6 +136,42 @@ function interrupt(rid, trigger) {
   const keys = Object.keys(tt.clears);
   if (keys.length > 64) delete tt.clears[keys[0]];
   if (playback) playback.port.postMessage({ type: "clear", rid });
+  const p = tt.pauses[rid];
+  if (p && p.ended === null) p.ended = trigger;
+}
+
+function pause(rid) {
+  // Only the latest response can be paused; a pause naming another is stale (rule 4's spirit).
+  if (!rid || rid !== currentRid || interrupted.has(rid) || !playback) return;
+  tt.pauses[rid] = {
+    t_paused_msg: performance.now(), paused_played: null, paused_queued: null,
+    t_paused: null, t_resumed_msg: null, t_resumed: null, resumed_played: null, ended: null,
+  };
+  const keys = Object.keys(tt.pauses);
+  if (keys.length > 64) delete tt.pauses[keys[0]];
+  playback.port.postMessage({ type: "pause", rid });
+  setState("playbackState", "paused");
+}
+
+function resume(rid) {
+  const p = tt.pauses[rid];
+  if (!p || p.ended !== null || interrupted.has(rid) || !playback) return;
+  p.t_resumed_msg = performance.now();
+  p.ended = "resumed";
+  playback.port.postMessage({ type: "resume", rid });
+  setState("playbackState", "playing");
+}
+
+function showDecision(event) {
+  const d = {
+    t: performance.now(), response_id: event.response_id, decision: event.decision,
+    reason: event.reason, speech_ms: event.speech_ms, transcript: event.transcript ?? null,
+  };
+  tt.decisions.push(d);
+  if (tt.decisions.length > 64) tt.decisions.splice(0, 16);
+  $("overlap-decision").textContent =
+    `${d.decision} (${d.reason}, ${d.speech_ms} ms of speech` +
+    (d.transcript ? `, heard "${d.transcript}"` : "") + `) for ${d.response_id}`;
 }
 
 function onWorklet(msg) {
@@ -120,11 +180,30 @@ function onWorklet(msg) {
       const ms = msg.played * 1000 / RATE;
       tt.playedBy[msg.rid] = ms;
       tt.played_ms = ms;
-      tt.statsLog.push({ t: performance.now(), rid: msg.rid, played: msg.played });
+      const last = tt.statsLog[tt.statsLog.length - 1];
+      tt.statsLog.push({ t: performance.now(), rid: msg.rid, played: msg.played, paused: msg.paused });
       if (tt.statsLog.length > 4000) tt.statsLog.splice(0, 1000);
       $("played").textContent = Math.round(ms);
+      if (msg.paused) setState("playbackState", "paused");
+      else if ((!last || last.rid !== msg.rid || last.played !== msg.played) &&
+               !fullyPlayed.has(msg.rid) && !interrupted.has(msg.rid)) {
+        // A report can trail the end (or the clear) it covers: it must not undo that state.
+        setState("playbackState", "playing");
+      }
+    }
+  } else if (msg.type === "paused" || msg.type === "resumed") {
+    // Where the worklet's cursor stood when it took the message: the test of "plays on from
+    // where it stopped" compares the two.
+    const p = tt.pauses[msg.rid];
+    const at = performance.now();
+    if (p && msg.type === "paused") {
+      Object.assign(p, { t_paused: at, paused_played: msg.played, paused_queued: msg.queued, paused_applied: msg.applied });
+    }
+    if (p && msg.type === "resumed") {
+      Object.assign(p, { t_resumed: at, resumed_played: msg.played, resumed_applied: msg.applied });
     }
   } else if (msg.type === "cleared") {
+    setState("playbackState", "cleared");
     const c = tt.clears[msg.rid];
     if (c) Object.assign(c, { t_silent: performance.now(), played: msg.played, dropped: msg.dropped });
     tt.playedBy[msg.rid] = msg.played * 1000 / RATE;
@@ -132,6 +211,7 @@ function onWorklet(msg) {
   } else if (msg.type === "finished") {
     tt.playedBy[msg.rid] = msg.played * 1000 / RATE;
     if (!interrupted.has(msg.rid)) {
+      setState("playbackState", "finished");
       fullyPlayed.add(msg.rid);
       ack(msg.rid, msg.played);
     }
@@ -166,6 +246,12 @@ function stopAudio() {
 // --- session ------------------------------------------------------------------------------
 function sessionUpdate() {
   tt.interruptResponse = $("interrupt").checked;
+  const mode = $("interruption").value;
+  const interruption = { mode };
+  if (mode === "pause") {
+    interruption.min_speech_ms = Number($("min-speech").value);
+    interruption.resume_after_ms = Number($("resume-after").value);
+  }
   send({
     type: "session.update",
     session: {
@@ -179,6 +265,7 @@ function sessionUpdate() {
             threshold: Number($("threshold").value),
             silence_duration_ms: Number($("silence").value),
             interrupt_response: tt.interruptResponse,
+            interruption,
           },
         },
       },
@@ -199,11 +286,22 @@ function onServer(event) {
         $("silence").value = td.silence_duration_ms;
       }
       $("interrupt").checked = tt.interruptResponse;
+      // The page shows (and acts on) the mode the server holds: a server that does not know
+      // the policy echoes none and interrupts at once, and so does the page.
+      const policy = td && td.interruption;
+      tt.interruption = (policy && policy.mode) || "immediate";
+      $("interruption").value = tt.interruption;
+      showPolicyKnobs();
+      if (policy && policy.min_speech_ms !== undefined) $("min-speech").value = policy.min_speech_ms;
+      if (policy && policy.resume_after_ms !== undefined) $("resume-after").value = policy.resume_after_ms;
       break;
     }
     case "input_audio_buffer.speech_started":
       setState("inputState", "speaking");
-      if (tt.interruptResponse && currentRid && !finishedPlaying(currentRid)) {
+      // In pause mode the server says what to do (paused, then one overlap.decision); dropping
+      // the answer here would lose what a "yeah" must not cost.
+      if (tt.interruptResponse && tt.interruption === "immediate" && currentRid &&
+          !finishedPlaying(currentRid)) {
         interrupt(currentRid, "speech_started");
       }
       break;
@@ -232,12 +330,26 @@ function onServer(event) {
       items.set(rid, event.item_id);
       {
         const samples = b64ToInt16(event.delta);
+        if (!(rid in tt.received)) {
+          const keys = Object.keys(tt.received);
+          if (keys.length >= 64) delete tt.received[keys[0]];
+        }
+        tt.received[rid] = (tt.received[rid] || 0) + samples.length;
         playback.port.postMessage({ type: "push", rid, samples: samples.buffer }, [samples.buffer]);
       }
       break;
     case "response.output_audio_transcript.delta":
     case "response.output_text.delta":
       if (!interrupted.has(rid)) appendText(rid, "assistant", event.delta);
+      break;
+    case "output_audio_buffer.paused":
+      pause(rid);
+      break;
+    case "output_audio_buffer.resumed":
+      resume(rid);
+      break;
+    case "overlap.decision":
+      showDecision(event);
       break;
     case "output_audio_buffer.cleared":
       interrupt(rid, "output_audio_buffer.cleared"); // no-op if already interrupted
@@ -258,6 +370,13 @@ function onServer(event) {
       }
       break;
     }
+    case "playback.acknowledged":
+      tt.acknowledged.push({
+        response_id: event.response_id, played_ms: event.played_ms,
+        committed_ms: event.committed_ms, history_committed: event.history_committed,
+      });
+      if (tt.acknowledged.length > 256) tt.acknowledged.splice(0, 64);
+      break;
     case "error":
       console.warn("server error", event.error);
       break;
@@ -306,6 +425,18 @@ async function connect() {
 }
 
 $("url").value = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/realtime`;
+// `/?interruption=pause` opens the page as the demo of pause mode; otherwise it asks for what
+// the server does by default (and what an OpenAI client gets): immediate.
+const wanted = new URLSearchParams(location.search).get("interruption");
+if (wanted === "pause" || wanted === "immediate") $("interruption").value = wanted;
+// The two knobs mean something only in pause mode.
+function showPolicyKnobs() {
+  const pause = $("interruption").value === "pause";
+  $("min-speech").disabled = !pause;
+  $("resume-after").disabled = !pause;
+}
+$("interruption").onchange = showPolicyKnobs;
+showPolicyKnobs();
 $("connect").onclick = connect;
 $("disconnect").onclick = () => ws && ws.close();
 $("apply").onclick = sessionUpdate;

@@ -1,5 +1,8 @@
 // Playback queue shared by playback-worklet.js and the node unit tests (tests/js/).
 // A ring buffer of Int16 samples; runs of samples are tagged with their response id.
+// Three ways a response's audio stops: clear (dropped for good, later deltas discarded), pause
+// (kept and still growing, resumed from the exact sample: the interruption policy's pause mode,
+// REALTIME_CONTRACT v2) and its natural end (finished, reported once).
 
 export class BoundedSet {
   constructor(limit = 64) {
@@ -17,6 +20,9 @@ export class BoundedSet {
   has(value) {
     return this.items.has(value);
   }
+  delete(value) {
+    return this.items.delete(value);
+  }
   get size() {
     return this.items.size;
   }
@@ -32,6 +38,10 @@ export class PlaybackQueue {
     this.maxRemembered = maxRemembered;
     this.playedBy = new Map(); // rid -> samples rendered (bounded, oldest evicted)
     this.done = new Set(); // rids whose last delta arrived and not yet reported finished
+    this.finished = new BoundedSet(maxRemembered); // rids played to their end (reported)
+    // rids whose playback is held where it stands. Bounded like the rest: the server pauses
+    // only its latest response, so more than one at a time is already a protocol fault.
+    this.paused = new BoundedSet(maxRemembered);
     this.pushed = 0;
     this.dropped = 0;
     this.overflow = 0;
@@ -88,9 +98,30 @@ export class PlaybackQueue {
     if (!this.interrupted.has(rid)) this.done.add(rid);
   }
 
-  // Drop everything queued for `rid` at once; later pushes of it are discarded.
+  isPaused(rid) {
+    return this.paused.has(rid);
+  }
+
+  // Hold `rid` where it stands: nothing of it (nor anything queued after it) is rendered, its
+  // samples stay queued and later pushes still queue, its played cursor stands still. A pause
+  // of a response that was cleared or already played to its end is stale: nothing happens,
+  // so that a late pause can never silence the response playing now. Returns whether it paused.
+  pause(rid) {
+    if (this.interrupted.has(rid) || this.finished.has(rid)) return false;
+    this.paused.add(rid);
+    return true;
+  }
+
+  // Play on from the exact sample where the pause stopped. Returns whether `rid` was paused.
+  resume(rid) {
+    return this.paused.delete(rid);
+  }
+
+  // Drop everything queued for `rid` at once; later pushes of it are discarded. A clear while
+  // paused drops the kept queue too (the pause ends with it).
   clear(rid) {
     this.interrupted.add(rid);
+    this.paused.delete(rid);
     this.done.delete(rid);
     let dropped = 0;
     if (this.segments.some((s) => s.rid === rid)) {
@@ -125,6 +156,9 @@ export class PlaybackQueue {
     let i = 0;
     while (i < out.length && this.segments.length > 0) {
       const seg = this.segments[0];
+      // Segments play in order: a paused head holds everything behind it (the server runs one
+      // response at a time, so nothing newer is queued behind a paused one anyway).
+      if (this.paused.has(seg.rid)) break;
       const n = Math.min(seg.count, out.length - i);
       for (let k = 0; k < n; k++) {
         out[i + k] = this.ring[(this.read + k) % cap] / 32768;
@@ -143,6 +177,7 @@ export class PlaybackQueue {
     for (const rid of this.done) {
       if (this.pending(rid) === 0) {
         this.done.delete(rid);
+        this.finished.add(rid);
         finished.push({ rid, played: this.played(rid) });
       }
     }

@@ -16,6 +16,19 @@ class PlaybackProcessor extends AudioWorkletProcessor {
         // Handled between two render quanta: the next quantum has nothing of msg.rid.
         const result = this.queue.clear(msg.rid);
         this.port.postMessage({ type: "cleared", ...result, frame: currentFrame });
+      } else if (msg.type === "pause" || msg.type === "resume") {
+        // Also between two render quanta: the next quantum is silent (pause) or plays on from
+        // the sample after the last one rendered (resume). The reply says where the cursor
+        // stands, so the page can show that a paused cursor stood still.
+        const applied = msg.type === "pause" ? this.queue.pause(msg.rid) : this.queue.resume(msg.rid);
+        this.port.postMessage({
+          type: msg.type === "pause" ? "paused" : "resumed",
+          rid: msg.rid,
+          applied,
+          played: this.queue.played(msg.rid),
+          queued: this.queue.pending(msg.rid),
+          frame: currentFrame,
+        });
       }
     };
   }
@@ -33,6 +46,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
         type: "stats",
         rid,
         played: rid === null ? 0 : this.queue.played(rid),
+        paused: rid !== null && this.queue.isPaused(rid),
         queued: this.queue.length,
         pushed: this.queue.pushed,
         dropped: this.queue.dropped,

@@ -1,0 +1,375 @@
+"""Interruption decisions on a labelled overlap corpus: `immediate` (plain VAD) against `pause`.
+
+One run: a real tritonserver (`null`, `vad`, `asr`, `cancel`; or a running one, `--url`), the
+realtime server in its own process (`turntaker serve --pipeline null`, the production path),
+and one session per corpus item (bench/overlap_corpus.py, bench/overlap_sessions.py), a few at
+a time, for each interruption mode in turn. Per mode and class:
+- false interruptions: a not-interrupt item (backchannel, burst) whose answer was cut
+  (`output_audio_buffer.cleared` or a cancelled `response.done`);
+- missed interruptions: an interruption whose answer was not cut;
+- latencies (client receipt times, ms, median / p90): onset (the append holding the overlap's
+  first sample sent) -> `speech_started` (the VAD's own detection time), `speech_started` ->
+  `output_audio_buffer.paused` (the server's reaction to its VAD decision), onset -> `paused`,
+  onset -> interrupt (the `overlap.decision` "interrupt" in pause mode, the clear in immediate
+  mode);
+- answers completed (`response.done` completed, never cleared), `overlap.decision` reasons,
+  and the share of decisions made without a transcript.
+The `immediate` rows are the plain-VAD baseline: every onset the VAD hears interrupts.
+
+Run: `python -m bench.interruptions` (writes "## Interruptions" in docs/benchmarks.md);
+`--quick` runs a handful of items per mode (CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import get_args
+
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import report
+from bench.overlap_corpus import KINDS, CorpusPlan, Kind, build_corpus, room_tone
+from bench.overlap_sessions import Mode, Outcome, Policy, ms, run_items
+from orchestrator.triton import TritonConfig, TritonServer
+
+HEADING = "## Interruptions"
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ("null", "vad", "asr", "cancel")
+QUICK_PLAN = CorpusPlan(interruptions=2, backchannels=2, bursts=1, offsets_s=(0.5, 1.5))
+# Targets for pause mode (issue 14).
+FALSE_TARGET = 0.05
+MISSED_TARGET = 0.02
+PAUSED_TARGET_MS = 5.0
+INTERRUPT_MARGIN_MS = 150.0
+# The server's counters (orchestrator/service/metrics.py), read from /metrics around each mode.
+DECISIONS = "turntaker_overlap_decisions_total"
+UNTRANSCRIBED = "turntaker_overlap_decisions_without_transcript_total"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One bench run's settings."""
+
+    plan: CorpusPlan
+    modes: tuple[Mode, ...] = ("immediate", "pause")
+    parallel: int = 4
+    min_speech_ms: int = 400
+    resume_after_ms: int = 1500
+
+
+class RealtimeServer:
+    """`turntaker serve --pipeline null` in its own process, so that its loop does not share
+    this process's GIL with the clients."""
+
+    def __init__(self, triton_url: str) -> None:
+        self.port = report.free_port()
+        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
+        self.http = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "orchestrator.cli", "serve", "--pipeline", "null"]
+        command += ["--triton-url", triton_url, "--port", str(self.port)]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not self._ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the realtime server did not become ready")
+            time.sleep(0.2)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.http}/readyz", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    def decision_counts(self) -> tuple[float, float]:
+        """The server's counts of overlap decisions so far: (all, made without a transcript)."""
+        with urllib.request.urlopen(f"{self.http}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+        totals = {DECISIONS: 0.0, UNTRANSCRIBED: 0.0}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in totals:
+                    totals[sample.name] += sample.value
+        return totals[DECISIONS], totals[UNTRANSCRIBED]
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@contextmanager
+def _triton(url: str | None) -> Iterator[str]:
+    if url is not None:
+        yield url
+        return
+    config = TritonConfig(
+        model_repository=ROOT / "model_repository",
+        http_port=report.free_port(),
+        grpc_port=report.free_port(),
+        metrics_port=report.free_port(),
+        models=MODELS,
+        log_file=Path(tempfile.mkdtemp()) / "tritonserver.log",
+    )
+    with TritonServer(config) as server:
+        yield server.grpc_url
+
+
+@dataclass
+class Measured:
+    """A run's outcomes per mode, the server's decision counters per mode (all, without a
+    transcript) and the corpus build time."""
+
+    outcomes: dict[Mode, list[Outcome]]
+    counters: dict[Mode, tuple[float, float]]
+    built_s: float
+
+
+def measure(run: Run, triton_url: str | None) -> Measured:
+    """Every corpus item under every mode, one mode after the other on one server."""
+    began = time.monotonic()
+    items = build_corpus(run.plan)
+    tone = room_tone(10.0, run.plan.seed, run.plan.rate)
+    measured = Measured({}, {}, time.monotonic() - began)
+    with _triton(triton_url) as url:
+        server = RealtimeServer(url)
+        try:
+            for mode in run.modes:
+                policy = Policy(mode, run.min_speech_ms, run.resume_after_ms)
+                before = server.decision_counts()
+                outcomes = asyncio.run(run_items(server.url, items, policy, tone, run.parallel))
+                after = server.decision_counts()
+                measured.outcomes[mode] = outcomes
+                measured.counters[mode] = (after[0] - before[0], after[1] - before[1])
+        finally:
+            server.close()
+    return measured
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{ms(values, 0.5):.1f} / {ms(values, 0.9):.1f}"
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
+
+
+def _gaps(outcomes: list[Outcome], start: str, end: str) -> list[float]:
+    gaps = []
+    for out in outcomes:
+        a, b = getattr(out, start), getattr(out, end)
+        if a is not None and b is not None:
+            gaps.append(b - a)
+    return gaps
+
+
+def _reasons(outcomes: list[Outcome]) -> str:
+    counts: dict[str, int] = {}
+    for out in outcomes:
+        if out.decision is not None:
+            key = f"{out.decision.get('decision')}:{out.decision.get('reason')}"
+            counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-"
+
+
+def _without_transcript(outcomes: list[Outcome]) -> str:
+    """Decisions made on duration alone: `overlap.decision.transcript` null or absent (an
+    empty string is a transcript that came back empty); '-' when there were no decisions."""
+    decided = [out.decision for out in outcomes if out.decision is not None]
+    if not decided:
+        return "-"
+    blind = sum(1 for d in decided if d.get("transcript") is None)
+    return _share(blind, len(decided))
+
+
+def _row(mode: Mode, kind: Kind | str, outcomes: list[Outcome]) -> str:
+    n = len(outcomes)
+    cut = sum(out.interrupted for out in outcomes)
+    truth_interrupt = kind == "interruption"
+    false = "-" if truth_interrupt else _share(cut, n)
+    missed = _share(n - cut, n) if truth_interrupt else "-"
+    if kind == "all":
+        positives = [o for o in outcomes if o.item.kind == "interruption"]
+        negatives = [o for o in outcomes if o.item.kind != "interruption"]
+        false = _share(sum(o.interrupted for o in negatives), len(negatives))
+        missed = _share(sum(not o.interrupted for o in positives), len(positives))
+    cuts = [o for o in outcomes if o.interrupted]
+    cells = [
+        mode,
+        kind,
+        str(n),
+        false,
+        missed,
+        _cell(_gaps(outcomes, "onset", "speech_started")),
+        _cell(_gaps(outcomes, "speech_started", "paused")),
+        _cell(_gaps(outcomes, "onset", "paused")),
+        _cell(_gaps(cuts, "onset", "interrupted_at")),
+        _share(sum(o.completed for o in outcomes), n),
+        _reasons(outcomes),
+        _without_transcript(outcomes),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _targets(pause: list[Outcome], min_speech_ms: int) -> list[str]:
+    negatives = [o for o in pause if o.item.kind != "interruption"]
+    positives = [o for o in pause if o.item.kind == "interruption"]
+    false = sum(o.interrupted for o in negatives) / max(1, len(negatives))
+    missed = sum(not o.interrupted for o in positives) / max(1, len(positives))
+    reaction = ms(_gaps(pause, "speech_started", "paused"), 1.0)
+    interrupt = ms(_gaps([o for o in positives if o.interrupted], "onset", "interrupted_at"), 0.5)
+    limit = min_speech_ms + INTERRUPT_MARGIN_MS
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    return [
+        "Targets (pause mode):",
+        "",
+        f"- false interruptions <= {FALSE_TARGET:.0%} of non-interruptions: {false:.1%}, "
+        f"{verdict(false <= FALSE_TARGET)}",
+        f"- missed interruptions <= {MISSED_TARGET:.0%}: {missed:.1%}, "
+        f"{verdict(missed <= MISSED_TARGET)}",
+        f"- `speech_started` -> `paused` <= {PAUSED_TARGET_MS:.0f} ms (worst): {reaction:.1f} ms, "
+        f"{verdict(reaction <= PAUSED_TARGET_MS)}",
+        f"- onset -> interrupt median <= min_speech_ms + {INTERRUPT_MARGIN_MS:.0f} = {limit} ms: "
+        f"{interrupt:.0f} ms, {verdict(interrupt <= limit)}",
+        "",
+    ]
+
+
+def table(run: Run, measured: Measured, command: str) -> str:
+    plan, results, built_s = run.plan, measured.outcomes, measured.built_s
+    items = len(next(iter(results.values()), []))
+    lines = [
+        HEADING,
+        "",
+        f"Command: `{command}` ({os.cpu_count()} cores, CPU; Python {sys.version.split()[0]}; "
+        f"{items} items per mode, {run.parallel} sessions at a time; corpus built in "
+        f"{built_s:.1f} s).",
+        "",
+        f"Corpus (bench/overlap_corpus.py, seed {plan.seed}): {plan.interruptions} "
+        f"interruptions (1-3 s questions and commands), {plan.backchannels} backchannels "
+        f"(0.2-0.8 s) and {plan.bursts} non-speech bursts (cough, clicks, knock), each at "
+        f"{', '.join(f'{o:g}' for o in plan.offsets_s)} s after the answer's first audio; "
+        "speech from flite kal16/awb/rms and festival (never slt, the assistant's voice), "
+        "room tone at -54 dBFS between. Server VAD, silence_duration_ms 500; pause mode with "
+        f"min_speech_ms {run.min_speech_ms}, resume_after_ms {run.resume_after_ms}. Pipeline "
+        "`null` (answers of quiet tone at real-time pace, still generating at every decision); "
+        "no echo of the answer reaches the microphone. `immediate` is the plain-VAD baseline. "
+        "Times in ms, median / p90, client receipt times.",
+        "",
+        "| mode | class | items | false interruptions | missed interruptions | "
+        "onset -> speech_started | speech_started -> paused | onset -> paused | "
+        "onset -> interrupt | answers completed | decisions | without transcript |",
+        "|---|---|---:|---:|---:|---|---|---|---|---:|---|---:|",
+    ]
+    for mode, outcomes in results.items():
+        for kind in KINDS:
+            rows = [o for o in outcomes if o.item.kind == kind]
+            if rows:
+                lines.append(_row(mode, kind, rows))
+        lines.append(_row(mode, "all", outcomes))
+    lines.append("")
+    lines += _notes(measured)
+    if "pause" in results:
+        lines += _targets(results["pause"], run.min_speech_ms)
+    return "\n".join(lines)
+
+
+def _explain(out: Outcome) -> str:
+    """One wrong decision: the item, how long it sounds, what the server decided on."""
+    text = f"{out.item.name} ({out.item.duration_s:.2f} s"
+    if out.decision is not None:
+        heard = out.decision.get("transcript")
+        text += f", {out.decision.get('decision')}:{out.decision.get('reason')} at "
+        text += f"speech_ms {out.decision.get('speech_ms')}, transcript {heard!r}"
+    return text + ")"
+
+
+def _notes(measured: Measured) -> list[str]:
+    notes = []
+    for mode, outcomes in measured.outcomes.items():
+        failed = [o for o in outcomes if o.errors or o.timed_out]
+        early = sum(o.early_speech for o in outcomes)
+        unheard = sum(o.speech_started is None for o in outcomes)
+        turns = sum(o.committed_after_onset > 0 for o in outcomes if not o.interrupted)
+        line = (
+            f"- {mode}: VAD heard nothing in {unheard} items; sessions with errors or "
+            f"timeouts: {len(failed)}; speech_started before the overlap: {early}; "
+            f"not-cut items whose overlap became a committed turn: {turns}"
+        )
+        if mode == "pause" and not all(o.policy_echoed for o in outcomes):
+            line += "; the server did not echo `turn_detection.interruption` (policy unknown to it)"
+        speech = [
+            float(o.decision["speech_ms"])
+            for o in outcomes
+            if o.decision is not None and o.decision.get("decision") == "interrupt"
+        ]
+        if speech:
+            line += (
+                "; `speech_ms` of the interrupt decisions (median / max): "
+                f"{np.median(speech):.0f} / {max(speech):.0f}"
+            )
+        decided, blind = measured.counters.get(mode, (0.0, 0.0))
+        if decided:
+            line += (
+                f"; the server's counters: {decided:.0f} decisions, {blind:.0f} without a "
+                f"transcript ({100 * blind / decided:.0f}%)"
+            )
+        notes.append(line + ".")
+        wrong = [o for o in outcomes if o.interrupted != (o.item.kind == "interruption")]
+        if wrong and mode == "pause":
+            notes.append(f"  - wrong decisions: {'; '.join(_explain(o) for o in wrong)}.")
+        for out in failed[:3]:
+            notes.append(f"  - {out.item.name}: {'; '.join(out.errors) or 'timed out'}")
+    return [*notes, ""]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a handful of items per mode (CI)")
+    parser.add_argument("--url", help="a running Triton's gRPC HOST:PORT (null, vad, asr, cancel)")
+    parser.add_argument("--modes", default="immediate,pause")
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--doc", type=Path, default=report.DOC)
+    args = parser.parse_args(argv)
+    modes: tuple[Mode, ...] = tuple(m for m in get_args(Mode) if m in args.modes.split(","))
+    if not modes or len(modes) != len(set(args.modes.split(","))):
+        parser.error(f"--modes: a comma-separated list of {get_args(Mode)}")
+    run = Run(
+        plan=QUICK_PLAN if args.quick else CorpusPlan(),
+        modes=modes,
+        parallel=args.parallel,
+    )
+    command = "python -m bench.interruptions" + (" --quick" if args.quick else "")
+    if args.parallel != 4:
+        command += f" --parallel {args.parallel}"
+    section = table(run, measure(run, args.url), command)
+    sys.stdout.write(section)
+    if not args.no_write:
+        report.write_section(HEADING, section, args.doc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

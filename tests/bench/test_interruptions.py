@@ -1,0 +1,92 @@
+"""bench/interruptions.py `--quick` against the session's tritonserver (it needs `null`, `vad`,
+`asr` and `cancel`, e.g. TURNTAKER_TEST_MODELS=null,vad,asr,cancel): its section has a row for
+every mode and class with finite numbers where the class has them, and the pause-mode targets,
+so the full run (`make bench`) cannot rot unseen. Timings are never asserted."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from bench import interruptions
+from bench.overlap_corpus import KINDS
+from orchestrator.triton import TritonServer
+
+COLUMNS = (
+    "mode",
+    "class",
+    "items",
+    "false interruptions",
+    "missed interruptions",
+    "onset -> speech_started",
+    "speech_started -> paused",
+    "onset -> paused",
+    "onset -> interrupt",
+    "answers completed",
+    "decisions",
+    "without transcript",
+)
+SHARE = re.compile(r"^(\d+)/(\d+) \((\d+)%\)$")
+
+
+def _latency(cell: str) -> tuple[float, float]:
+    median, p90 = (float(v) for v in cell.split(" / "))
+    assert math.isfinite(median) and math.isfinite(p90) and 0 <= median <= p90, cell
+    return median, p90
+
+
+def _share(cell: str) -> tuple[int, int]:
+    match = SHARE.match(cell)
+    assert match, f"not a share: {cell!r}"
+    part, whole = int(match[1]), int(match[2])
+    assert 0 <= part <= whole and whole > 0
+    return part, whole
+
+
+def test_quick_run_writes_every_row_with_finite_numbers(
+    triton_server: TritonServer, tmp_path: Path
+) -> None:
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n## Other bench\n\nkept\n", encoding="utf-8")
+    argv = ["--quick", "--url", triton_server.grpc_url, "--doc", str(doc)]
+    assert interruptions.main(argv) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert "kept" in text, "the bench replaced another bench's section"
+    section = text[text.index(interruptions.HEADING) :]
+    assert "`python -m bench.interruptions --quick`" in section, "command not quoted"
+    rows: dict[tuple[str, str], dict[str, str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == len(COLUMNS) and cells[0] in ("immediate", "pause"):
+            rows[(cells[0], cells[1])] = dict(zip(COLUMNS, cells, strict=True))
+    plan = interruptions.QUICK_PLAN
+    for mode in ("immediate", "pause"):
+        for kind in (*KINDS, "all"):
+            row = rows.get((mode, kind))
+            assert row is not None, f"no row for {mode} / {kind}"
+            assert int(row["items"]) >= 1
+            _share(row["answers completed"])
+        speech = rows[(mode, "interruption")]
+        assert int(speech["items"]) == plan.interruptions * len(plan.offsets_s)
+        _share(speech["missed interruptions"])
+        _share(rows[(mode, "backchannel")]["false interruptions"])
+        _share(rows[(mode, "burst")]["false interruptions"])
+        _share(rows[(mode, "all")]["false interruptions"])
+        _latency(speech["onset -> speech_started"])
+        _latency(speech["onset -> interrupt"])
+        _latency(rows[(mode, "backchannel")]["onset -> speech_started"])
+    for kind in ("interruption", "backchannel"):
+        row = rows[("pause", kind)]
+        _latency(row["speech_started -> paused"])
+        _latency(row["onset -> paused"])
+        assert row["decisions"] != "-", f"pause / {kind}: no overlap.decision seen"
+        _share(row["without transcript"])
+    for kind in KINDS:
+        assert rows[("immediate", kind)]["speech_started -> paused"] == "-", "paused in v1 mode"
+    targets = section[section.index("Targets (pause mode):") :]
+    for target in ("false interruptions <=", "missed interruptions <=", "-> `paused` <=",
+                   "onset -> interrupt median <="):  # fmt: skip
+        line = next(x for x in targets.splitlines() if target in x)
+        assert line.endswith((", met", ", MISSED")), line
+        assert "nan" not in line, line

@@ -1,0 +1,110 @@
+"""bench/overlap_corpus.py: labels, durations, voices, levels and determinism of the corpus the
+interruptions benchmark runs (bench/interruptions.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.overlap_corpus import (
+    BACKCHANNEL_MAX_S,
+    INTERRUPTION_MIN_S,
+    CorpusPlan,
+    OverlapItem,
+    build_corpus,
+    burst,
+    room_tone,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[OverlapItem, ...]:
+    return build_corpus(CorpusPlan())
+
+
+def test_the_default_plan_has_every_class_at_every_offset(corpus: tuple[OverlapItem, ...]) -> None:
+    plan = CorpusPlan()
+    assert len(corpus) == (6 + 6 + 4) * len(plan.offsets_s)
+    for offset in plan.offsets_s:
+        at = [it for it in corpus if it.offset_s == offset]
+        assert [it.kind for it in at].count("interruption") == 6
+        assert [it.kind for it in at].count("backchannel") == 6
+        assert [it.kind for it in at].count("burst") == 4
+    assert len({it.name for it in corpus}) == len(corpus), "item names must be unique"
+
+
+def test_labels_follow_the_class(corpus: tuple[OverlapItem, ...]) -> None:
+    for item in corpus:
+        expected = "interrupt" if item.kind == "interruption" else "not-interrupt"
+        assert item.label == expected, item.name
+
+
+def test_durations_are_the_classes_own(corpus: tuple[OverlapItem, ...]) -> None:
+    for item in corpus:
+        if item.kind == "interruption":
+            assert INTERRUPTION_MIN_S <= item.duration_s <= 3.0, (item.name, item.duration_s)
+        elif item.kind == "backchannel":
+            assert 0.2 <= item.duration_s <= BACKCHANNEL_MAX_S, (item.name, item.duration_s)
+        else:
+            assert 0.05 <= item.duration_s <= 1.0, (item.name, item.duration_s)
+
+
+def test_only_over_long_backchannels_are_spoken_faster(corpus: tuple[OverlapItem, ...]) -> None:
+    stretched = {it.source for it in corpus if it.stretch != 1.0}
+    assert stretched == {"mm-hmm"}, "only mm-hmm exceeds 0.8 s in these voices"
+    assert all(it.kind == "backchannel" for it in corpus if it.stretch != 1.0)
+
+
+def test_speech_never_uses_the_assistant_voice_and_each_offset_changes_voice(
+    corpus: tuple[OverlapItem, ...],
+) -> None:
+    speech = [it for it in corpus if it.kind != "burst"]
+    assert "slt" not in {it.voice for it in speech}
+    assert {it.voice for it in speech} == {"kal16", "awb", "rms", "festival"}
+    for source in {it.source for it in speech}:
+        voices = [it.voice for it in speech if it.source == source]
+        assert len(set(voices)) == len(voices), f"{source!r} repeats a voice across offsets"
+    assert {it.voice for it in corpus if it.kind == "burst"} == {"noise"}
+
+
+def test_onset_is_sample_zero_and_levels_are_sane(corpus: tuple[OverlapItem, ...]) -> None:
+    for item in corpus:
+        audio = item.audio
+        assert audio.dtype == np.float32 and audio.ndim == 1
+        assert np.abs(audio).max() <= 1.0
+        first = audio[: item.rate // 100]
+        assert np.sqrt((first**2).mean()) > 0.005, f"{item.name} does not start at its onset"
+        peak_db = 20 * np.log10(np.abs(audio).max())
+        assert -24 <= peak_db <= 0, (item.name, peak_db)
+
+
+def test_the_same_plan_gives_the_same_samples_and_another_seed_other_bursts() -> None:
+    plan = CorpusPlan(interruptions=1, backchannels=2, bursts=4, offsets_s=(0.5,))
+    first, second = build_corpus(plan), build_corpus(plan)
+    assert [it.name for it in first] == [it.name for it in second]
+    for a, b in zip(first, second, strict=True):
+        assert np.array_equal(a.audio, b.audio), a.name
+    other = build_corpus(
+        CorpusPlan(interruptions=1, backchannels=2, bursts=4, offsets_s=(0.5,), seed=15)
+    )
+    bursts = [(a, b) for a, b in zip(first, other, strict=True) if a.kind == "burst"]
+    assert any(not np.array_equal(a.audio, b.audio) for a, b in bursts)
+
+
+def test_bursts_and_room_tone_are_seeded() -> None:
+    for name in ("cough", "double-cough", "clicks", "knock"):
+        a = burst(name, np.random.default_rng(3))
+        b = burst(name, np.random.default_rng(3))
+        assert np.array_equal(a, b) and np.abs(a).max() == pytest.approx(1.0, abs=0.05)
+    with pytest.raises(ValueError, match="unknown burst"):
+        burst("sneeze", np.random.default_rng(0))
+    tone = room_tone(1.0, seed=7)
+    assert np.array_equal(tone, room_tone(1.0, seed=7))
+    assert float(np.sqrt((tone**2).mean())) == pytest.approx(0.002, rel=0.01)
+
+
+def test_a_plan_beyond_the_phrase_lists_is_refused() -> None:
+    with pytest.raises(ValueError):
+        CorpusPlan(interruptions=99)
+    with pytest.raises(ValueError):
+        CorpusPlan(offsets_s=())
