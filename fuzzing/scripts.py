@@ -30,7 +30,12 @@ def _setup(draw: st.DrawFn, vad_one_in: int) -> FuzzInput:
     """The first message: turn detection off (mostly) and small replies."""
     session: dict[str, Json] = {"type": "realtime"}
     if draw(one_in(vad_one_in)):
-        vad = {"type": "server_vad", "create_response": draw(st.sampled_from([False, False, True]))}
+        vad: dict[str, Json] = {
+            "type": "server_vad",
+            "create_response": draw(st.sampled_from([False, False, True])),
+        }
+        if draw(st.booleans()):
+            vad["interruption"] = {"mode": "pause", "min_speech_ms": draw(st.integers(0, 600))}
         session["audio"] = {"input": {"turn_detection": vad}}
     else:
         session["audio"] = {"input": {"turn_detection": None}}

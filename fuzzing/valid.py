@@ -65,6 +65,16 @@ _SERVER_VAD: Final = st.fixed_dictionaries(
         "create_response": st.sampled_from([False, False, False, True]),
         "interrupt_response": st.booleans(),
         "idle_timeout_ms": st.none() | st.integers(0, 10_000) | st.just(2**70),
+        # v2's interruption policy: pause mode runs the overlap tracker and its timers.
+        "interruption": st.fixed_dictionaries(
+            {},
+            optional={
+                "mode": st.sampled_from(["immediate", "pause", "pause"]),
+                "min_speech_ms": st.integers(0, 10_000),
+                "resume_after_ms": st.integers(0, 30_000),
+                "backchannels": st.lists(st.sampled_from(["yeah", "i see", "ok", "Uh-huh!"])),
+            },
+        ),
     },
 )
 _TURN_DETECTION: Final = st.one_of(st.none(), st.none(), _SERVER_VAD)

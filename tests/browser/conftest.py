@@ -40,18 +40,14 @@ def playwright_driver() -> Iterator[sync_api.Playwright]:
         yield driver
 
 
-PageSetup = Callable[[sync_api.Page], None]
-
-
 @pytest.fixture
 def open_page(
     playwright_driver: sync_api.Playwright,
-) -> Iterator[Callable[..., sync_api.Page]]:
-    """Launch a browser whose microphone plays `wav` once, and open `url` in it (after
-    `setup(page)`, e.g. request routes, when given)."""
+) -> Iterator[Callable[[Path, str], sync_api.Page]]:
+    """Launch a browser whose microphone plays `wav` once, and open `url` in it."""
     browsers: list[sync_api.Browser] = []
 
-    def opener(wav: Path, url: str, setup: PageSetup | None = None) -> sync_api.Page:
+    def opener(wav: Path, url: str) -> sync_api.Page:
         browser = playwright_driver.chromium.launch(
             executable_path=str(CHROMIUM),
             headless=True,
@@ -59,8 +55,6 @@ def open_page(
         )
         browsers.append(browser)
         page = browser.new_page(viewport={"width": 1000, "height": 900})
-        if setup is not None:
-            setup(page)
         page.goto(url)
         return page
 
