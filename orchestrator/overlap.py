@@ -91,7 +91,6 @@ class OverlapTracker:
         "_heard",
         "_heard_at_ms",
         "_in_flight",
-        "_in_flight_at_ms",
         "_open",
         "_part_from_ms",
         "_part_to_ms",
@@ -129,7 +128,6 @@ class OverlapTracker:
         self._part_to_ms = 0
         self._asked_at_ms: int | None = None
         self._in_flight: int | None = None
-        self._in_flight_at_ms = 0
         self._heard: Heard = "nothing"
         # The speech_ms the answered partial was asked at: words heard in less than
         # min_speech_ms of speech are the start of a word more often than a word ("yeah" at
@@ -219,7 +217,8 @@ class OverlapTracker:
         if transcript is not None:
             self._transcript = transcript
             self._heard = classify(transcript, self.policy.backchannels)
-            self._heard_at_ms = self._in_flight_at_ms
+            # One ask in flight at a time: the last ask is the one answered.
+            self._heard_at_ms = self._asked_at_ms or 0
         elif self._reached:
             self._waited = True  # nothing will come: duration decides
         ask = self._ask() if self._part_from_ms is not None else None
@@ -262,7 +261,7 @@ class OverlapTracker:
         every = self.partial_every_ms // 2 if self._reached else self.partial_every_ms
         if speech - last < every:
             return None
-        self._asked_at_ms = self._in_flight_at_ms = speech
+        self._asked_at_ms = speech
         self._in_flight = self._token()
         return self._in_flight
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ctranslate2
 import numpy as np
 import numpy.typing as npt
 from faster_whisper import WhisperModel
@@ -70,6 +71,17 @@ class Transcriber:
         self.model = WhisperModel(
             str(model_dir), device="cpu", compute_type="int8", cpu_threads=threads
         )
+        tokenizer = self.model.hf_tokenizer
+        # The partial decode's fixed prompt: English transcription without timestamps.
+        self._partial_prompt = [
+            tokenizer.token_to_id(token)
+            for token in (
+                "<|startoftranscript|>",
+                f"<|{LANGUAGE}|>",
+                "<|transcribe|>",
+                "<|notimestamps|>",
+            )
+        ]
 
     def transcribe(self, audio: Audio, partial: bool = False) -> str:
         """The English transcript of one 16 kHz mono clip, whitespace stripped (`partial`: the
@@ -94,20 +106,13 @@ class Transcriber:
         return " ".join(s.text.strip() for s in found if s.text.strip()).strip()
 
     def _partial(self, window: Audio) -> str:
-        import ctranslate2
-
         features = self.model.feature_extractor(window)
         encoded = ctranslate2.StorageView.from_array(
             np.ascontiguousarray(features[None], dtype=np.float32)
         )
-        tokenizer = self.model.hf_tokenizer
-        prompt = [
-            tokenizer.token_to_id(token)
-            for token in ("<|startoftranscript|>", f"<|{LANGUAGE}|>", "<|transcribe|>")
-        ] + [tokenizer.token_to_id("<|notimestamps|>")]
         result = self.model.model.generate(
             encoded,
-            [prompt],
+            [self._partial_prompt],
             beam_size=1,
             max_length=PARTIAL_MAX_TOKENS,
             no_repeat_ngram_size=3,
@@ -119,7 +124,7 @@ class Transcriber:
         # scores: the mean token log-probability (length_penalty 1).
         if best.no_speech_prob > PARTIAL_MAX_NO_SPEECH or best.scores[0] < PARTIAL_MIN_LOGPROB:
             return ""
-        text: str = tokenizer.decode(best.sequences_ids[0], skip_special_tokens=True)
+        text: str = self.model.hf_tokenizer.decode(best.sequences_ids[0], skip_special_tokens=True)
         return text.strip()
 
     def transcribe_all(

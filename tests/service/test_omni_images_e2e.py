@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from orchestrator.service.serve import BackgroundServer
 from orchestrator.service.session_actor import pipeline_request_id
 from orchestrator.triton import TritonServer
 from tests.service.realtime_client import RawSession, raw_session
+from turntaker_models.omni.prompt_journal import read_entries
 
 
 def _png(width: int, height: int) -> bytes:
@@ -77,8 +77,7 @@ def _respond(session: RawSession) -> dict[str, Any]:
 def _journal(triton_server: TritonServer, request_id: str) -> dict[str, Any]:
     path = triton_server.config.prompt_log
     assert isinstance(path, Path)
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    mine = [line for line in lines if line["request_id"] == request_id]
+    mine = read_entries(path, request_id)
     assert len(mine) == 1, f"the Thinker journaled {len(mine)} prompts for {request_id}"
     entry: dict[str, Any] = mine[0]
     return entry

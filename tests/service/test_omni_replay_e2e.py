@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +63,7 @@ from orchestrator.service.serve import BackgroundServer
 from orchestrator.service.session_actor import pipeline_request_id
 from orchestrator.triton import TritonServer
 from tests.service.realtime_client import RawSession, flite_speech, raw_session, silence
+from turntaker_models.omni.prompt_journal import read_entries
 
 MAX_AUDIO_INPUTS = 4  # HistoryLimits' default, the server's rule under test
 MAX_TOKENS = 6  # short replies: the tiny model is fast, and the test is about the history
@@ -355,11 +355,10 @@ def _check_context(context: dict[str, Any], turns: list[Turn]) -> None:
 
 def _journal(path: Path, server: BackgroundServer, turns: list[Turn]) -> list[dict[str, Any]]:
     """Each response's line of the Thinker's prompt journal, in turn order."""
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     entries = []
     for turn in turns:
         request_id = pipeline_request_id(server.config, turn.rid)
-        mine = [e for e in lines if e["request_id"] == request_id]
+        mine = read_entries(path, request_id)
         assert len(mine) == 1, (
             f"the Thinker journaled {len(mine)} prompts for response {turn.number} ({request_id})"
         )

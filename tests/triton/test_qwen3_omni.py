@@ -7,7 +7,6 @@ and errors, not quality. Timings are printed (run with -s to see them).
 
 from __future__ import annotations
 
-import json
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from turntaker_models.contract import (
     Message,
     TextPart,
 )
+from turntaker_models.omni.prompt_journal import read_entries
 
 MODEL = "qwen3_omni"
 # Code2Wav: n frames of 1920 samples (80 ms at 24 kHz) decode to n*1920 - 555 samples.
@@ -173,8 +173,7 @@ def test_audio_input(triton_server: TritonServer) -> None:
 def _journal(server: TritonServer, request_id: str) -> dict[str, Any]:
     path = server.config.prompt_log
     assert path is not None, "the session's server keeps no prompt journal"
-    entries = [json.loads(line) for line in path.read_text().splitlines()]
-    matching = [e for e in entries if e["request_id"] == request_id]
+    matching = read_entries(path, request_id)
     assert len(matching) == 1, f"{len(matching)} journal lines for {request_id}"
     return matching[0]
 

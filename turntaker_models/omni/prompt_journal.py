@@ -56,3 +56,9 @@ class PromptJournal:
             written = file.write(line)
         if written != len(line):
             raise OSError(f"prompt journal {self.path}: short write ({written} of {len(line)})")
+
+
+def read_entries(path: Path, request_id: str) -> list[dict[str, Any]]:
+    """The journal's lines for one request, in order (the read side: tests, operators)."""
+    lines = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    return [entry for entry in lines if entry["request_id"] == request_id]

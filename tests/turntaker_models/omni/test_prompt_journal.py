@@ -11,7 +11,7 @@ import numpy as np
 from tests.turntaker_models.omni.conftest import Tiny
 from tests.turntaker_models.omni.images import image_url
 from turntaker_models.contract import AudioPart, Conversation, ImagePart, Message, TextPart
-from turntaker_models.omni.prompt_journal import PromptJournal
+from turntaker_models.omni.prompt_journal import PromptJournal, read_entries
 
 CONVERSATION = Conversation(
     [
@@ -84,3 +84,12 @@ def test_the_launcher_hands_the_journal_path_to_the_stubs(tmp_path: Path) -> Non
     assert ModelSettings.from_env(env).prompt_log == path
     assert ModelSettings.from_env({}).prompt_log is None
     assert PROMPT_LOG_ENV not in TritonServer(TritonConfig(tmp_path)).model_settings().environment()
+
+
+def test_read_entries_picks_one_requests_lines_in_order(tiny: Tiny, tmp_path: Path) -> None:
+    prompt = tiny.prompts.build(Conversation([Message("user", [TextPart("Hi")])]), [])
+    journal = PromptJournal(tmp_path / "prompts.jsonl")
+    for request_id in ("a", "b", "a"):
+        journal.write(request_id, prompt)
+    assert [e["request_id"] for e in read_entries(journal.path, "a")] == ["a", "a"]
+    assert read_entries(journal.path, "missing") == []
