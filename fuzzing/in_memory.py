@@ -4,8 +4,9 @@ Each client message is decoded with `decode_client_event` exactly as the session
 `receive()` does (the same size limit, the session's current input format) and handed to the
 core; every server event that comes back is encoded with the actor's `ServerEventEncoder` and
 checked as JSON text, as a client would see it (`fuzzing.checks`). The I/O the core asks for
-(backend streams, VAD, transcription, timers) is played by `fuzzing.stand_ins`, seeded by the
-script, and its answers interleave with the client's messages.
+(backend streams, VAD, transcription, the turn model, timers) is played by
+`fuzzing.stand_ins`, seeded by the script, and its answers interleave with the client's
+messages.
 
 Rules (besides `fuzzing.checks`):
 - The answer to a message is exactly what the core returns for it: nothing else can mix in,
@@ -16,8 +17,9 @@ Rules (besides `fuzzing.checks`):
 - At the end, the stand-ins deliver what is still due (in half the sessions), then either
   the session is asked to close (`CloseRequested`: expiry or a server drain) and must send
   the reason's error, end every running response and ask for the close code; or every
-  response still running is cancelled and must end (rule 3, its late output dropped), and
-  the session must still take a plain `session.update`.
+  response still running is cancelled and must end (rule 3, its late output dropped), as
+  must one that an answer still due starts meanwhile (a turn the VAD or the turn model
+  ends), and the session must still take a plain `session.update`.
 - A non-UTF-8 text frame never reaches a session (the WebSocket layer fails the connection):
   only the socket runner judges it.
 
@@ -72,6 +74,9 @@ class _Session:
         config = CoreConfig(
             transcriber=transcriber,
             transcripts_for_pipeline=transcriber and self.rng.random() < 0.5,
+            # A `turn` model stands in (`StandIns`): semantic_vad is offered, as on a live
+            # server with all its models.
+            turn_model=True,
         )
         self.core = SessionCore(session_id, config)
         self.io = StandIns(self.rng)
@@ -189,10 +194,20 @@ class MemoryRunner:
         if session.rng.random() < 0.25:
             self._close(session, seen, fail)
             return
-        for rid in session.log.running:
-            cancel = {"type": "response.cancel", "response_id": rid, "event_id": "drain"}
-            seen.extend(str(e.get("type")) for e in session.message(json.dumps(cancel)))
-        session.drain()  # late output of what was cancelled: the fence must drop it
+        cancelled: set[str] = set()
+        for _ in range(4):
+            # An answer still due (a VAD's, the turn model's) may end a turn meanwhile, and its
+            # response starts: that one is cancelled next round.
+            fresh = [rid for rid in session.log.running if rid not in cancelled]
+            if not fresh:
+                break
+            for rid in fresh:
+                cancel = {"type": "response.cancel", "response_id": rid, "event_id": "drain"}
+                seen.extend(str(e.get("type")) for e in session.message(json.dumps(cancel)))
+                cancelled.add(rid)
+            session.drain()  # late output of what was cancelled: the fence must drop it
+            if any(rid in cancelled for rid in session.log.running):
+                break
         running = session.log.running
         if running:
             fail("one terminal per response (rule 3)", f"no response.done for {running}", None)

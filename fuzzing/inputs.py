@@ -35,7 +35,7 @@ LAST_RESPONSE: Final = "@@last_response@@"
 FRESH: Final = "@@fresh@@"
 
 # Errors that are not the answer to a client message (turn detection losing Triton).
-ASYNC_ERROR_CODES: Final = frozenset({"vad_unavailable"})
+ASYNC_ERROR_CODES: Final = frozenset({"vad_unavailable", "turn_model_unavailable"})
 # Appends past the per-key audio rate are refused; a legitimate answer to a valid append.
 RATE_LIMITED: Final = frozenset({"rate_limit_exceeded"})
 

@@ -76,7 +76,10 @@ _BAD_SESSION: Final[tuple[tuple[tuple[str, ...], Json], ...]] = (
     (("audio", "output", "format"), "mp3"),
     (("audio", "output", "format"), {"type": "audio/wav"}),
     (("audio", "input", "turn_detection"), "server_vad"),
-    (("audio", "input", "turn_detection"), {"type": "semantic_vad"}),
+    # semantic_vad is valid (the server runs the `turn` model); a bad eagerness or a silence
+    # knob of server_vad's is not.
+    (("audio", "input", "turn_detection"), {"type": "semantic_vad", "eagerness": "eager"}),
+    (("audio", "input", "turn_detection"), {"type": "semantic_vad", "silence_duration_ms": 500}),
     (("audio", "input", "turn_detection"), {"type": ""}),
     (("audio", "input", "turn_detection", "threshold"), 1.5),
     (("audio", "input", "turn_detection", "threshold"), -0.1),

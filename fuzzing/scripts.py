@@ -27,13 +27,17 @@ from fuzzing.values import one_in
 
 @st.composite
 def _setup(draw: st.DrawFn, vad_one_in: int) -> FuzzInput:
-    """The first message: turn detection off (mostly) and small replies."""
+    """The first message: turn detection off (mostly; else server_vad or semantic_vad, either
+    maybe preemptive, maybe in pause mode) and small replies."""
     session: dict[str, Json] = {"type": "realtime"}
     if draw(one_in(vad_one_in)):
         vad: dict[str, Json] = {
-            "type": "server_vad",
+            "type": draw(st.sampled_from(["server_vad", "server_vad", "semantic_vad"])),
             "create_response": draw(st.sampled_from([False, False, True])),
         }
+        # v2: preemptive responses start at candidate pauses (held until the commit).
+        if draw(st.booleans()):
+            vad["preemptive_response"] = True
         if draw(st.booleans()):
             vad["interruption"] = {"mode": "pause", "min_speech_ms": draw(st.integers(0, 600))}
         session["audio"] = {"input": {"turn_detection": vad}}

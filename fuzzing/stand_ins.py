@@ -4,8 +4,10 @@ the timers and the clock, played from one seeded random generator.
 Rules:
 - Each stand-in answers only what the core asked for, the way its real counterpart can:
   a backend stream per `StartBackend` (a few audio or text chunks, then done, failed, or
-  nothing at all: a hung stream), one `SpeechProbabilities` (or `VadDown`) per
-  `DetectSpeech` in the order asked, one `TranscriptReady` per `Transcribe` in any order, one
+  nothing at all: a hung stream; a preemptive response's too, whose output the core holds),
+  one `SpeechProbabilities` (or `VadDown`) per `DetectSpeech` in the order asked, one
+  `TranscriptReady` per `Transcribe` in any order, one `TurnPrediction` per `PredictTurn` in
+  any order (the turn complete, not complete, in between, or the model's error), one
   `TimerFired` per `ArmTimer` once the clock passes its deadline.
 - What a real actor may still deliver after the core changed its mind is delivered too: up to
   two chunks of a cancelled stream (already in flight, rule 2 must drop them) and, now and
@@ -29,6 +31,7 @@ from orchestrator.actions import (
     CancelTimer,
     DetectSpeech,
     EndSession,
+    PredictTurn,
     StartBackend,
     Transcribe,
 )
@@ -42,11 +45,14 @@ from orchestrator.inputs import (
     TimerFired,
     TimerKind,
     TranscriptReady,
+    TurnPrediction,
     VadDown,
 )
 
 # What the core takes from these stand-ins.
-WorldInput = BackendEvent | SpeechProbabilities | VadDown | TranscriptReady | TimerFired
+WorldInput = (
+    BackendEvent | SpeechProbabilities | VadDown | TranscriptReady | TurnPrediction | TimerFired
+)
 
 _CLOCK_STEPS_MS: Final = (0, 0, 0, 5, 20, 100, 500, 2_000, 12_000, 40_000)
 _CHUNK_BYTES: Final = (0, 2, 480, 960, 4_800)  # pcm16 24 kHz: 0, 1 sample, 10, 20, 100 ms
@@ -68,6 +74,7 @@ class StandIns:
         self._speaking = False
         self._run_left = 0
         self._transcripts: list[TranscriptReady] = []
+        self._turns: list[TurnPrediction] = []
         self._timers: dict[TimerKind, ArmTimer] = {}
         self._stale: list[TimerFired] = []
 
@@ -82,6 +89,8 @@ class StandIns:
                 self._vad.append(self._detect(action))
             elif isinstance(action, Transcribe):
                 self._transcripts.append(self._transcribe(action))
+            elif isinstance(action, PredictTurn):
+                self._turns.append(self._predict(action))
             elif isinstance(action, ArmTimer):
                 self._drop_timer(action.kind)
                 self._timers[action.kind] = action
@@ -139,6 +148,17 @@ class StandIns:
             return TranscriptReady(ask.item_id, None, "fuzz: the ASR failed", seconds)
         return TranscriptReady(ask.item_id, self.rng.choice(_TEXTS), None, seconds)
 
+    def _predict(self, ask: PredictTurn) -> TurnPrediction:
+        # Every eagerness's threshold (0.25, 0.5, 0.75) is crossed by some answers.
+        roll = self.rng.random()
+        if roll < 0.4:
+            return TurnPrediction(ask.token, self.rng.uniform(0.75, 1.0))  # complete
+        if roll < 0.75:
+            return TurnPrediction(ask.token, self.rng.uniform(0.0, 0.2))  # not yet
+        if roll < 0.9:
+            return TurnPrediction(ask.token, self.rng.uniform(0.2, 0.75))  # in between
+        return TurnPrediction(ask.token, None, "fuzz: the turn model failed")
+
     def _drop_timer(self, kind: TimerKind) -> None:
         old = self._timers.pop(kind, None)
         if old is not None and self.rng.random() < 0.2:
@@ -187,6 +207,8 @@ class StandIns:
             sources.append(self._vad)
         if self._transcripts:
             sources.append("transcripts")
+        if self._turns:
+            sources.append("turns")
         if self._stale:
             sources.append("stale")
         if not sources:
@@ -194,6 +216,8 @@ class StandIns:
         source = self.rng.choice(sources)
         if source == "transcripts":
             return self._transcripts.pop(self.rng.randrange(len(self._transcripts)))
+        if source == "turns":
+            return self._turns.pop(self.rng.randrange(len(self._turns)))
         if source == "stale":
             return self._stale.pop(0)
         assert not isinstance(source, str)

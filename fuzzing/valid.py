@@ -8,6 +8,9 @@ Rules:
 - Turn detection is mostly off and `create_response` mostly false: a fuzzer has no business
   making the slow model talk on every turn. `starts_response` marks inputs that may start one,
   so a script can cap them.
+- Turn detection, when on, is `server_vad` or `semantic_vad` (every eagerness), either with
+  `preemptive_response` on or off: a server that runs the `turn` model accepts both (the
+  in-memory runner's core has one; so does a live server with all its models).
 - `conversation: "none"` (out-of-band responses) is refused with `unsupported_conversation`.
 """
 
@@ -55,29 +58,44 @@ _GA_FORMAT: Final = st.sampled_from(
 _BETA_FORMAT: Final = st.sampled_from(
     ["pcm16", "g711_ulaw", "g711_alaw", "audio/pcm", "audio/pcmu", "audio/pcma"]
 )
+# Mostly off: a fuzzer has no business making the slow model talk on every turn.
+_CREATE_RESPONSE: Final = st.sampled_from([False, False, False, True])
+# v2's interruption policy: pause mode runs the overlap tracker and its timers.
+_INTERRUPTION: Final = st.fixed_dictionaries(
+    {},
+    optional={
+        "mode": st.sampled_from(["immediate", "pause", "pause"]),
+        "min_speech_ms": st.integers(0, 10_000),
+        "resume_after_ms": st.integers(0, 30_000),
+        "backchannels": st.lists(st.sampled_from(["yeah", "i see", "ok", "Uh-huh!"])),
+    },
+)
 _SERVER_VAD: Final = st.fixed_dictionaries(
     {"type": st.just("server_vad")},
     optional={
         "threshold": st.floats(0.0, 1.0),
         "prefix_padding_ms": st.integers(0, 2000) | st.just(2**70),
         "silence_duration_ms": st.integers(0, 5000) | st.just(2**62),
-        # Mostly off: a fuzzer has no business making the slow model talk on every turn.
-        "create_response": st.sampled_from([False, False, False, True]),
+        "create_response": _CREATE_RESPONSE,
         "interrupt_response": st.booleans(),
         "idle_timeout_ms": st.none() | st.integers(0, 10_000) | st.just(2**70),
-        # v2's interruption policy: pause mode runs the overlap tracker and its timers.
-        "interruption": st.fixed_dictionaries(
-            {},
-            optional={
-                "mode": st.sampled_from(["immediate", "pause", "pause"]),
-                "min_speech_ms": st.integers(0, 10_000),
-                "resume_after_ms": st.integers(0, 30_000),
-                "backchannels": st.lists(st.sampled_from(["yeah", "i see", "ok", "Uh-huh!"])),
-            },
-        ),
+        "interruption": _INTERRUPTION,
+        # v2: a response may start at a candidate pause, held until the commit.
+        "preemptive_response": st.booleans(),
     },
 )
-_TURN_DETECTION: Final = st.one_of(st.none(), st.none(), _SERVER_VAD)
+# The turn model ends turns (the server runs it); the silence knobs are server_vad's only.
+_SEMANTIC_VAD: Final = st.fixed_dictionaries(
+    {"type": st.just("semantic_vad")},
+    optional={
+        "eagerness": st.sampled_from(["low", "medium", "high", "auto"]),
+        "create_response": _CREATE_RESPONSE,
+        "interrupt_response": st.booleans(),
+        "interruption": _INTERRUPTION,
+        "preemptive_response": st.booleans(),
+    },
+)
+_TURN_DETECTION: Final = st.one_of(st.none(), st.none(), _SERVER_VAD, _SEMANTIC_VAD)
 _TRANSCRIPTION: Final = st.none() | optional(
     model=st.sampled_from(["whisper-1", "gpt-4o-transcribe"]),
     language=st.sampled_from(["en", "fr", ""]),

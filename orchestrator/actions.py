@@ -26,6 +26,7 @@ __all__ = [
     "DetectSpeech",
     "EndSession",
     "InferenceRequest",
+    "PredictTurn",
     "StartBackend",
     "Transcribe",
 ]
@@ -63,6 +64,15 @@ class Transcribe:
     token: int = 0
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PredictTurn:
+    """Ask the `turn` model whether the user's turn is complete, on its last 8 s at 16 kHz
+    (semantic_vad); answer `TurnPrediction` with `token`."""
+
+    token: int
+    audio16k: Samples
+
+
 @dataclass(frozen=True, slots=True)
 class ArmTimer:
     """Report `TimerFired(kind, token)` at `deadline_ms` on the caller's clock (the `now_ms` it
@@ -89,5 +99,12 @@ class EndSession:
 
 
 Action = (
-    StartBackend | CancelBackend | DetectSpeech | Transcribe | ArmTimer | CancelTimer | EndSession
+    StartBackend
+    | CancelBackend
+    | DetectSpeech
+    | Transcribe
+    | PredictTurn
+    | ArmTimer
+    | CancelTimer
+    | EndSession
 )

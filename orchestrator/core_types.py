@@ -2,7 +2,9 @@
 and the error codes it uses (docs/protocol.md).
 
 A `Step` keeps server events and actions apart; the session actor carries out the actions
-before it queues the events (orchestrator/actions.py says why).
+before it queues the events (orchestrator/actions.py says why). Its `notes` say what was
+decided that no event shows (why a turn ended, what became of a preemptive response): for
+metrics only, nothing acts on them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Literal
 
 from orchestrator import conversation as conv
 from orchestrator.actions import Action
+from orchestrator.end_of_turn import EndCause
 from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
@@ -21,13 +24,17 @@ from orchestrator.inputs import (
     SpeechProbabilities,
     TimerFired,
     TranscriptReady,
+    TurnPrediction,
     VadDown,
+    VadPaused,
+    VadResumed,
     VadSpeechStarted,
     VadSpeechStopped,
 )
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
 from orchestrator.protocol.errors import ProtocolError
+from statecharts.effects import PreemptDropReason
 
 # Every error code the core itself answers with (the codec's own are in protocol.errors).
 CoreErrorCode = Literal[
@@ -42,6 +49,8 @@ CoreErrorCode = Literal[
     "playback_item_not_found",
     "playback_item_mismatch",
     "vad_unavailable",
+    "turn_model_unavailable",
+    "unsupported_turn_detection",
     "session_expired",
     "server_shutting_down",
 ]
@@ -53,6 +62,9 @@ CoreInput = (
     | VadDown
     | VadSpeechStarted
     | VadSpeechStopped
+    | VadPaused
+    | VadResumed
+    | TurnPrediction
     | BackendText
     | BackendAudio
     | BackendDone
@@ -64,15 +76,40 @@ CoreInput = (
 
 
 @dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """A VAD turn ended: by semantic_vad's model, its longest wait, its fallback to the
+    silence rule during a `turn` outage, or server_vad's silence."""
+
+    cause: EndCause
+
+
+PreemptOutcome = Literal["started", "used", "dropped"]
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptNoted:
+    """A preemptive response started, was adopted (`used`) or was dropped (with why)."""
+
+    outcome: PreemptOutcome
+    reason: PreemptDropReason | None = None
+
+
+Note = TurnEnded | PreemptNoted
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """What one input produced: server events to send, in order, and actions to carry out
-    (before the events: see orchestrator/actions.py)."""
+    (before the events: see orchestrator/actions.py); `notes` for metrics."""
 
     events: tuple[se.ServerEvent, ...] = ()
     actions: tuple[Action, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     def __add__(self, other: Step) -> Step:
-        return Step(self.events + other.events, self.actions + other.actions)
+        return Step(
+            self.events + other.events, self.actions + other.actions, self.notes + other.notes
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +127,11 @@ class CoreConfig:
     # Pause mode: how long a decision at `min_speech_ms` waits for the partial transcript in
     # flight before duration decides (docs/protocol.md "Interruption policy").
     grace_ms: int = 150
+    # A `turn` model is there to ask (`PredictTurn`): semantic_vad is offered.
+    turn_model: bool = False
+    # The silence that makes a candidate end of turn: semantic_vad asks its model there, and a
+    # preemptive response starts (5 VAD chunks; pipecat runs Smart Turn after 200 ms).
+    candidate_pause_ms: int = 160
+    # What one preemptive response may hold before its turn is committed (over: dropped).
+    preempt_max_events: int = 4096
+    preempt_max_bytes: int = 4 * 1024 * 1024

@@ -116,9 +116,13 @@ class InputBuffer:
         start -= start % width
         return conv.InputAudio(bytes(run.data[start:]), None, run.format)
 
+    def parts(self) -> tuple[conv.InputAudio, ...]:
+        """The buffered audio as one tagged part per format run, the buffer unchanged."""
+        return tuple(conv.InputAudio(bytes(r.data), None, r.format) for r in self._runs)
+
     def take(self) -> tuple[conv.InputAudio, ...]:
         """The buffered audio as one tagged part per format run; the buffer is empty after."""
-        parts = tuple(conv.InputAudio(bytes(r.data), None, r.format) for r in self._runs)
+        parts = self.parts()
         self.clear()
         return parts
 

@@ -25,7 +25,23 @@ class VadSpeechStopped:
     audio_end_ms: int
 
 
-VadEvent = VadSpeechStarted | VadSpeechStopped
+@dataclass(frozen=True, slots=True)
+class VadPaused:
+    """A candidate end of turn: speech has been silent `pause_ms` since `speech_end_ms`
+    (semantic_vad asks its model; a preemptive response starts). Never on the wire."""
+
+    speech_end_ms: int
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class VadResumed:
+    """Speech came back after a candidate pause: the user spoke on. Never on the wire."""
+
+    at_ms: int
+
+
+VadEvent = VadSpeechStarted | VadSpeechStopped | VadPaused | VadResumed
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +98,10 @@ BackendEvent = BackendText | BackendAudio | BackendDone | BackendFailed
 
 
 # `turn`: a committed user turn's transcript; `overlap`: a partial of pause mode's overlapping
-# speech (orchestrator/overlap.py), never shown to the client.
-TranscriptPurpose = Literal["turn", "overlap"]
+# speech (orchestrator/overlap.py), never shown to the client; `preempt`: the turn so far, for
+# a preemptive response of the cascade (orchestrator/preemption.py), the committed turn's own
+# once that response is adopted.
+TranscriptPurpose = Literal["turn", "overlap", "preempt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +115,16 @@ class TranscriptReady:
     seconds: float
     purpose: TranscriptPurpose = "turn"
     token: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPrediction:
+    """The turn model's answer to one `PredictTurn`: the probability that the user's turn is
+    complete, or the error that kept it from answering; `token` is the request's."""
+
+    token: int
+    probability: float | None
+    error: str | None = None
 
 
 TimerKind = Literal["idle", "transcripts", "overlap_grace", "overlap_resume"]

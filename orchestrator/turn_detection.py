@@ -32,6 +32,14 @@ Rules:
 - Voiced span (pause mode measures overlapping speech with it): `voiced_from_ms` is the start
   of the turn's onset chunk (no prefix padding), `voiced_to_ms` the end of its latest chunk at
   or above `threshold`.
+- Candidate pauses (semantic_vad and preemptive responses, `pause_ms` set): once per silence
+  run, at the first chunk whose end is >= `pause_ms` after the run's start and before speech
+  stops, `VadPaused(speech_end_ms, at_ms)`. A speech chunk that ends a run which had paused
+  says `VadResumed(at_ms)` (its start): the user spoke on. No pause event without `pause_ms`.
+- The silence that stops speech is `silence_duration_ms`, or the caller's `limit_ms` when
+  lower (semantic_vad's fallback to the silence rule while its model is down). `end_turn()`
+  stops speech now, as the silence rule would have at the last chunk (semantic_vad's model
+  said the turn is over); only during a silence run, else it does nothing.
 - Idle timeout (`idle_timeout_ms`): OpenAI arms it when the last response's audio has finished
   playing and fires it when no speech started for that long. `arm_idle(at_ms)` arms it, any
   speech start disarms it, `idle(now_ms)` says once whether it fired. The caller owns the
@@ -42,8 +50,14 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from orchestrator.inputs import VadEvent, VadSpeechStarted, VadSpeechStopped
-from orchestrator.protocol.session_config import ServerVad
+from orchestrator.inputs import (
+    VadEvent,
+    VadPaused,
+    VadResumed,
+    VadSpeechStarted,
+    VadSpeechStopped,
+)
+from orchestrator.protocol.session_config import TurnDetection
 
 __all__ = ["CHUNK_MS", "HYSTERESIS", "AudioEnd", "TurnDetector", "silence_threshold"]
 
@@ -68,14 +82,26 @@ class TurnDetector:
         "_in_speech",
         "_last_end",
         "_last_speech_end",
+        "_limit_ms",
+        "_pause_ms",
+        "_paused",
         "_silence_from",
         "_speech_start",
         "_voiced_from",
         "_voiced_to",
     )
 
-    def __init__(self, config: ServerVad, *, audio_end: AudioEnd = "after_silence") -> None:
+    def __init__(
+        self,
+        config: TurnDetection,
+        *,
+        audio_end: AudioEnd = "after_silence",
+        pause_ms: int | None = None,
+    ) -> None:
         self._config = config
+        self._pause_ms = pause_ms
+        self._limit_ms: int | None = None
+        self._paused = False
         self._audio_end: AudioEnd = audio_end
         self._in_speech = False
         self._speech_start: int | None = None
@@ -88,12 +114,32 @@ class TurnDetector:
         self._voiced_to = 0
 
     @property
-    def config(self) -> ServerVad:
+    def config(self) -> TurnDetection:
         return self._config
 
-    def update(self, config: ServerVad) -> None:
+    def update(self, config: TurnDetection, *, pause_ms: int | None = None) -> None:
         """New settings from `session.update`; the clock and a turn in progress carry on."""
         self._config = config
+        self._pause_ms = pause_ms
+
+    @property
+    def limit_ms(self) -> int | None:
+        return self._limit_ms
+
+    @limit_ms.setter
+    def limit_ms(self, value: int | None) -> None:
+        self._limit_ms = value
+
+    @property
+    def silence_ms(self) -> int:
+        """How long the current silence run has lasted (0 outside one)."""
+        if not self._in_speech or self._silence_from is None or self._last_end is None:
+            return 0
+        return self._last_end - self._silence_from
+
+    def _stop_after_ms(self) -> int:
+        limit = self._config.silence_duration_ms
+        return limit if self._limit_ms is None else min(limit, self._limit_ms)
 
     @property
     def in_speech(self) -> bool:
@@ -139,6 +185,9 @@ class TurnDetector:
             self._silence_from = None
             self._voiced_to = chunk_end_ms
             if self._in_speech:
+                if self._paused:
+                    self._paused = False
+                    return [VadResumed(at_ms=start)]
                 return []
             self._voiced_from = start
             self._in_speech = True
@@ -151,17 +200,35 @@ class TurnDetector:
         if self._silence_from is None and prob < silence_threshold(cfg.threshold):
             self._silence_from = start
         speech_end = self._silence_from
-        if speech_end is None or chunk_end_ms - speech_end < cfg.silence_duration_ms:
+        if speech_end is None:
             return []
+        if chunk_end_ms - speech_end < self._stop_after_ms():
+            pause = self._pause_ms
+            if pause is not None and not self._paused and chunk_end_ms - speech_end >= pause:
+                self._paused = True
+                return [VadPaused(speech_end_ms=speech_end, at_ms=chunk_end_ms)]
+            return []
+        return [self._stop(chunk_end_ms)]
 
+    def end_turn(self) -> VadSpeechStopped | None:
+        """Stop speech at the last chunk fed, as the silence rule would: the caller decided
+        the turn is over during this silence run. Nothing outside a silence run."""
+        if not self._in_speech or self._silence_from is None or self._last_end is None:
+            return None
+        return self._stop(self._last_end)
+
+    def _stop(self, chunk_end_ms: int) -> VadSpeechStopped:
+        speech_end = self._silence_from
+        assert speech_end is not None
         self._in_speech = False
+        self._paused = False
         self._speech_start = None
         self._silence_from = None
         self._last_speech_end = speech_end
         # The turn is committed up to the point of decision; the next one starts after it.
         self._floor_ms = chunk_end_ms
         end = chunk_end_ms if self._audio_end == "after_silence" else speech_end
-        return [VadSpeechStopped(audio_end_ms=end)]
+        return VadSpeechStopped(audio_end_ms=end)
 
     def reset(self, at_ms: int | None = None) -> None:
         """Forget a turn in progress (no event); the next turn starts at or after `at_ms`.
@@ -171,6 +238,7 @@ class TurnDetector:
         delay); by default the last chunk's end.
         """
         self._in_speech = False
+        self._paused = False
         self._speech_start = None
         self._silence_from = None
         point = at_ms if at_ms is not None else self._last_end

@@ -10,6 +10,9 @@ the session chart. Rules:
   buffer that held it.
 - With turn detection off (`configure(None)`) nothing is cut and late answers are ignored;
   switched on again, audio from before does not start a turn.
+- Candidate pauses (`VadPaused` / `VadResumed`) are cut only when someone listens to them:
+  semantic_vad (its model judges each) or a preemptive response (one starts at each); the
+  caller says which by `pause_ms`.
 - A VAD outage is told once per outage (`vad_down` is True for its first report only); any
   answer ends the outage.
 - The idle timer is the detector's (OpenAI's `idle_timeout_ms`): armed for when a completed
@@ -27,8 +30,8 @@ from orchestrator import conversation as conv
 from orchestrator.actions import ArmTimer, CancelTimer, DetectSpeech
 from orchestrator.audio import decode_input
 from orchestrator.input_buffer import InputBuffer
-from orchestrator.inputs import Samples, SpeechProbabilities, VadEvent
-from orchestrator.protocol.session_config import AudioFormat, ServerVad
+from orchestrator.inputs import Samples, SpeechProbabilities, VadEvent, VadSpeechStopped
+from orchestrator.protocol.session_config import AudioFormat, TurnDetection
 from orchestrator.turn_detection import TurnDetector
 
 
@@ -42,7 +45,7 @@ class UserInput:
         "detector",
     )
 
-    def __init__(self, max_bytes: int, vad: ServerVad | None) -> None:
+    def __init__(self, max_bytes: int, vad: TurnDetection | None) -> None:
         self._buffer = InputBuffer(max_bytes)
         self.detector: TurnDetector | None = TurnDetector(vad) if vad is not None else None
         self._committed_to_ms = 0
@@ -86,6 +89,10 @@ class UserInput:
     def voiced_to_ms(self) -> int:
         return self.detector.voiced_to_ms if self.detector is not None else 0
 
+    def peek(self) -> tuple[conv.InputAudio, ...]:
+        """The buffered audio, the buffer unchanged (what a preemptive response hears)."""
+        return self._buffer.parts()
+
     def take(self) -> tuple[conv.InputAudio, ...]:
         parts = self._buffer.take()
         self.reset()
@@ -96,19 +103,34 @@ class UserInput:
         self.reset()
 
     # Turn detection -------------------------------------------------------------------
-    def configure(self, vad: ServerVad | None) -> CancelTimer | None:
+    def configure(
+        self, vad: TurnDetection | None, pause_ms: int | None = None
+    ) -> CancelTimer | None:
         """A `session.update`; turning detection off disarms the idle timer."""
         if vad is None:
             cancel = self.disarm_idle()
             self.detector = None
             return cancel
         if self.detector is None:
-            self.detector = TurnDetector(vad)
+            self.detector = TurnDetector(vad, pause_ms=pause_ms)
             # Audio before detection was on is not a turn's start.
             self.detector.reset(self.clock_ms)
         else:
-            self.detector.update(vad)
+            self.detector.update(vad, pause_ms=pause_ms)
         return None
+
+    @property
+    def silence_ms(self) -> int:
+        return self.detector.silence_ms if self.detector is not None else 0
+
+    def end_turn(self) -> VadSpeechStopped | None:
+        """semantic_vad's model ended the turn during a silence run (see TurnDetector)."""
+        return self.detector.end_turn() if self.detector is not None else None
+
+    def limit_silence(self, limit_ms: int | None) -> None:
+        """semantic_vad's fallback: the silence rule at `limit_ms` (None: the longest wait)."""
+        if self.detector is not None:
+            self.detector.limit_ms = limit_ms
 
     def hear(self, answer: SpeechProbabilities) -> Iterator[VadEvent]:
         """The answer's events, lazily: the caller acts on each (a commit moves the point

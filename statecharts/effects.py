@@ -24,6 +24,16 @@ RejectCode = Literal["input_audio_buffer_commit_empty", "response_not_active"]
 Heard = Literal["nothing", "words", "backchannel", "noise"]
 OverlapDecision = Literal["interrupt", "resume"]
 OverlapReason = Literal["speech", "client", "closed", "short", "backchannel", "noise"]
+# Why a preemptive response was dropped (statecharts/session.py, preemption region).
+PreemptDropReason = Literal[
+    "speech_resumed",
+    "context_changed",
+    "failed",
+    "overflow",
+    "input_cleared",
+    "closed",
+    "not_answered",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +194,26 @@ class DropInput:
     becomes a user turn)."""
 
 
+@dataclass(frozen=True, slots=True)
+class StartPreemptive:
+    """Start a preemptive response on the turn so far (orchestrator/preemption.py): its
+    output is held, nothing of it is sent until it is adopted."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptPreemptive:
+    """The turn was committed as the preemptive response heard it: create the response from
+    it (after `input_audio_buffer.committed`) and replay its held output."""
+
+
+@dataclass(frozen=True, slots=True)
+class DropPreemptive:
+    """Cancel the preemptive response's stream and forget its held output: nothing of it is
+    ever sent."""
+
+    reason: PreemptDropReason
+
+
 Effect = (
     StartBackend
     | CancelBackend
@@ -205,4 +235,7 @@ Effect = (
     | ResumeOutput
     | OverlapDecided
     | DropInput
+    | StartPreemptive
+    | AdoptPreemptive
+    | DropPreemptive
 )

@@ -20,6 +20,9 @@ Rules it guarantees (docs/protocol.md):
   played (`played`), or at completion when there is no audio to play; `cut` on every
   interruption. A final state has no outgoing transition, so a later ACK can never undo a cut.
 - Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
+- An adopted preemptive response (`adopt`) starts generating without `StartBackend`: its
+  stream was started before its turn was committed (orchestrator/preemption.py); from then on
+  every rule above applies to it as to any response.
 - The session chart is told by effects, never kept in step by hand: every transition that
   leaves `generating` emits `ResponseFinished` (with whether audio is still to be heard), and
   every `CommitHistory` is followed by `ResponseSettled`. The core hands both, at one routing
@@ -63,6 +66,8 @@ class ResponseChart(Chart):
     failed = State(final=True)
 
     start = created.to(generating, on="_on_start")
+    # A preemptive response adopted at its turn's commit: its stream runs already.
+    adopt = created.to(generating)
     output = generating.to.itself(internal=True, on="_on_output")
     complete = generating.to(draining, cond="audio_pending", on="_on_complete") | generating.to(
         done, on="_on_complete_unheard_nothing"

@@ -12,8 +12,9 @@ Rules it guarantees (docs/protocol.md):
   played), enters `interrupted`, which emits `InterruptResponses("turn_detected")`: every
   live response is stopped. The speech itself starts the next user turn in the input
   region (`AnnounceSpeechStarted`), so the interrupting speech is kept.
-- Turn detection is a guard: VAD events move the input region only in server VAD mode;
-  in manual mode only a client `commit` commits, and auto response needs server VAD with
+- Turn detection is a guard: VAD events move the input region only with VAD turns
+  (server_vad or semantic_vad: `vad_turns`);
+  in manual mode only a client `commit` commits, and auto response needs VAD turns with
   `create_response` (or a commit that asks for it).
 - Rule 4, clear addressing: `clear` (`output_audio_buffer.clear`) and `cancel`
   (`response.cancel`) interrupt only when they target the latest live response; one naming an
@@ -32,6 +33,22 @@ Rules it guarantees (docs/protocol.md):
 - Each region is in exactly one state at a time. Self-transitions of atomic states are
   external: python-statemachine 3.2's internal self-transition of an atomic state in one
   region re-enters the other region's initial state (a corrupt configuration).
+
+Preemptive responses (`preemptive_response`, docs/protocol.md "Semantic end of turn and
+preemptive responses"), the preemption region (standby -> running):
+
+- `turn_paused` (a candidate pause of the user's turn) starts one (`StartPreemptive`) only
+  with VAD turns, `create_response`, the output idle (no other response live: rule 3) and the
+  user speaking; at most one runs.
+- Nothing of it is on the wire until it is adopted. It is dropped (`DropPreemptive`, and
+  nothing of it is ever sent) when the user speaks on (`speech_resumed`), when what it was
+  given changes (`context_changed`: an item, a setting, the client's own response), when its
+  stream fails or its held output overflows (`preempt_failed`), on `clear_input` and on
+  `close`.
+- The turn's end (`speech_stopped`, or the client's `commit`) while one runs: if the commit
+  wants a response (as the input region's commit decides it) the one emitted after
+  `CommitInput` is `AdoptPreemptive` instead of `CreateResponse`, so `committed` precedes
+  `response.created` exactly as without it; else it is dropped (`not_answered`).
 
 Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption policy"):
 
@@ -57,9 +74,11 @@ Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption polic
   `OverlapDecided("resume", short | backchannel | noise)` and `ResumeOutput`.
 - The client ends a pause as in v1: `clear`, `cancel` (of the latest), `truncate` and a
   `commit` leave `paused` for `interrupted` with `OverlapDecided("interrupt", "client")`
-  before v1's effects; `clear_input` resumes (`"client"`: the overlap's audio is gone);
-  `close` interrupts (`"closed"`) and every live reply gets its terminal; a `response_started`
-  (the client's `response.create` once the paused reply finished) resumes it.
+  before v1's effects (from `paused_settled`, with nothing live, v1's answer to a clear or
+  cancel of nothing: `AnswerClear`, or rule 3's `Reject`); `clear_input` resumes
+  (`"client"`: the overlap's audio is gone); `close` interrupts (`"closed"`) and every live
+  reply gets its terminal; a `response_started` (the client's `response.create` once the
+  paused reply finished) resumes it.
 """
 
 from __future__ import annotations
@@ -70,23 +89,27 @@ from statemachine import State
 
 from statecharts.base import Chart
 from statecharts.effects import (
+    AdoptPreemptive,
     AnnounceSpeechStarted,
     AnnounceSpeechStopped,
     AnswerClear,
     CommitInput,
     CreateResponse,
     DropInput,
+    DropPreemptive,
     Heard,
     InterruptResponse,
     InterruptResponses,
     OverlapDecided,
     OverlapReason,
     PauseOutput,
+    PreemptDropReason,
     Reject,
     ResumeOutput,
+    StartPreemptive,
 )
 
-TurnDetection = Literal["server_vad", "manual"]
+TurnDetection = Literal["server_vad", "semantic_vad", "manual"]
 InterruptionMode = Literal["immediate", "pause"]
 
 
@@ -102,11 +125,11 @@ class SessionChart(Chart):
             committed = State()
 
             speech_started = listening.to(
-                user_speaking, cond="server_vad", on="_on_speech_started"
-            ) | held.to(user_speaking, cond="server_vad", on="_on_speech_started")
+                user_speaking, cond="vad_turns", on="_on_speech_started"
+            ) | held.to(user_speaking, cond="vad_turns", on="_on_speech_started")
             speech_stopped = user_speaking.to(
-                held, cond=["server_vad", "overlap_open"], unless="ends_turn", on="_on_hold"
-            ) | user_speaking.to(committed, cond="server_vad", on="_on_speech_stopped")
+                held, cond=["vad_turns", "overlap_open"], unless="ends_turn", on="_on_hold"
+            ) | user_speaking.to(committed, cond="vad_turns", on="_on_speech_stopped")
             commit = (
                 listening.to(committed, cond=["commit_is_final", "has_audio"])
                 | user_speaking.to(committed, cond=["commit_is_final", "has_audio"])
@@ -153,18 +176,18 @@ class SessionChart(Chart):
             response_settled = draining.to(idle, cond="is_latest")
             speech_started = (
                 generating.to(
-                    paused, cond=["server_vad", "interrupt_response", "pause_mode"], on="_on_pause"
+                    paused, cond=["vad_turns", "interrupt_response", "pause_mode"], on="_on_pause"
                 )
                 | draining.to(
                     paused.paused_draining,
-                    cond=["server_vad", "interrupt_response", "pause_mode"],
+                    cond=["vad_turns", "interrupt_response", "pause_mode"],
                     on="_on_pause",
                 )
                 | generating.to(
-                    interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
+                    interrupted, cond=["vad_turns", "interrupt_response"], on="_on_barge_in"
                 )
                 | draining.to(
-                    interrupted, cond=["server_vad", "interrupt_response"], on="_on_barge_in"
+                    interrupted, cond=["vad_turns", "interrupt_response"], on="_on_barge_in"
                 )
             )
             overlap_heard = paused.to(
@@ -184,10 +207,16 @@ class SessionChart(Chart):
             clear = (
                 generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
                 | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+                | paused.paused_settled.to(
+                    interrupted, cond="targets_latest", on="_on_clear_settled"
+                )
                 | paused.to(interrupted, cond="targets_latest", on="_on_client_interrupt")
                 | generating.to.itself(on="_on_clear_older")
                 | draining.to.itself(on="_on_clear_older")
-                | paused.to(paused, internal=True, on="_on_clear_older")
+                # Another response named: the pause stays in its own sub-state (rule 4).
+                | paused.paused_generating.to.itself(unless="targets_latest", on="_on_clear_older")
+                | paused.paused_draining.to.itself(unless="targets_latest", on="_on_clear_older")
+                | paused.paused_settled.to.itself(unless="targets_latest", on="_on_clear_older")
                 | idle.to.itself(cond="targets_latest", on="_answer_clear")
                 | interrupted.to.itself(cond="targets_latest", on="_answer_clear")
                 | idle.to.itself(on="_on_clear_older")
@@ -196,10 +225,16 @@ class SessionChart(Chart):
             cancel = (
                 generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
                 | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+                | paused.paused_settled.to(
+                    interrupted, cond="targets_latest", on="_on_cancel_settled"
+                )
                 | paused.to(interrupted, cond="targets_latest", on="_on_client_interrupt")
                 | generating.to.itself(on="_on_clear_older")
                 | draining.to.itself(on="_on_clear_older")
-                | paused.to(paused, internal=True, on="_on_clear_older")
+                # Another response named: the pause stays in its own sub-state (rule 4).
+                | paused.paused_generating.to.itself(unless="targets_latest", on="_on_clear_older")
+                | paused.paused_draining.to.itself(unless="targets_latest", on="_on_clear_older")
+                | paused.paused_settled.to.itself(unless="targets_latest", on="_on_clear_older")
                 | idle.to.itself(cond="names_live_response", on="_on_clear_older")
                 | interrupted.to.itself(cond="names_live_response", on="_on_clear_older")
                 | idle.to.itself(on="_reject_cancel")
@@ -215,6 +250,29 @@ class SessionChart(Chart):
             )
             interrupted.to(idle)
 
+        class preemption(State.Compound):
+            standby = State(initial=True)
+            running = State()
+
+            turn_paused = standby.to(
+                running,
+                cond=[
+                    "vad_turns",
+                    "preemptive_on",
+                    "create_response_on",
+                    "output_idle",
+                    "user_is_speaking",
+                ],
+                on="_on_preempt",
+            )
+            speech_resumed = running.to(standby, on="_on_speech_resumed")
+            context_changed = running.to(standby, on="_on_context_changed")
+            preempt_failed = running.to(standby, on="_on_preempt_failed")
+            clear_input = running.to(standby, on="_on_input_cleared")
+            close = running.to(standby, on="_on_closed")
+            speech_stopped = running.to(standby, cond="vad_turns", on="_on_turn_over")
+            commit = running.to(standby, cond=["commit_is_final", "has_audio"], on="_on_turn_over")
+
     def __init__(
         self,
         *,
@@ -223,13 +281,19 @@ class SessionChart(Chart):
         interrupt_response: bool = True,
         interruption: InterruptionMode = "immediate",
         min_speech_ms: int = 400,
+        preemptive: bool = False,
     ) -> None:
         self.turn_detection: TurnDetection = turn_detection
         self.create_response = create_response
         self.interrupt_response_enabled = interrupt_response
         self.interruption: InterruptionMode = interruption
         self.min_speech_ms = min_speech_ms
+        self.preemptive = preemptive
         self.latest_response_id: str | None = None
+        # Set by the preemption region's turn-over transition, read by the input region's
+        # entry into `committed` in the same step (SCXML: transition actions run before
+        # entries): which response effect the commit emits.
+        self._adopt = False
         # Where the held overlap's speech stopped: its commit, if interrupted, is a VAD commit.
         self._held_end_ms: int | None = None
         super().__init__()
@@ -242,6 +306,7 @@ class SessionChart(Chart):
         interrupt_response: bool,
         interruption: InterruptionMode = "immediate",
         min_speech_ms: int = 400,
+        preemptive: bool = False,
     ) -> None:
         """Apply a `session.update`: guards read these on the next event."""
         self.turn_detection = turn_detection
@@ -249,10 +314,24 @@ class SessionChart(Chart):
         self.interrupt_response_enabled = interrupt_response
         self.interruption = interruption
         self.min_speech_ms = min_speech_ms
+        self.preemptive = preemptive
 
     # Guards ---------------------------------------------------------------------------
-    def server_vad(self) -> bool:
-        return self.turn_detection == "server_vad"
+    def vad_turns(self) -> bool:
+        """The VAD drives turns (server_vad or semantic_vad), not the client's commits."""
+        return self.turn_detection != "manual"
+
+    def preemptive_on(self) -> bool:
+        return self.preemptive
+
+    def create_response_on(self) -> bool:
+        return self.create_response
+
+    def output_idle(self) -> bool:
+        return "idle" in self.active
+
+    def user_is_speaking(self) -> bool:
+        return "user_speaking" in self.active
 
     def interrupt_response(self) -> bool:
         return self.interrupt_response_enabled
@@ -327,14 +406,44 @@ class SessionChart(Chart):
             audio_end_ms = self._held_end_ms
         self._held_end_ms = None
         self.emit(CommitInput(audio_end_ms))
-        # A VAD commit answers per session config; a client commit only when it asks.
-        wanted = (
-            create_response
-            if create_response is not None
-            else (self.server_vad() and self.create_response and audio_end_ms is not None)
-        )
-        if wanted:
-            self.emit(CreateResponse())
+        if self._wants_response(audio_end_ms, create_response):
+            self.emit(AdoptPreemptive() if self._adopt else CreateResponse())
+        self._adopt = False
+
+    def _wants_response(self, audio_end_ms: int | None, create_response: bool | None) -> bool:
+        """A VAD commit answers per session config; a client commit only when it asks."""
+        if create_response is not None:
+            return create_response
+        return self.vad_turns() and self.create_response and audio_end_ms is not None
+
+    # The preemption region -------------------------------------------------------------
+    def _on_preempt(self) -> None:
+        self.emit(StartPreemptive())
+
+    def _drop(self, reason: PreemptDropReason) -> None:
+        self.emit(DropPreemptive(reason))
+
+    def _on_speech_resumed(self) -> None:
+        self._drop("speech_resumed")
+
+    def _on_context_changed(self) -> None:
+        self._drop("context_changed")
+
+    def _on_preempt_failed(self, reason: Literal["failed", "overflow"] = "failed") -> None:
+        self._drop(reason)
+
+    def _on_input_cleared(self) -> None:
+        self._drop("input_cleared")
+
+    def _on_closed(self) -> None:
+        self._drop("closed")
+
+    def _on_turn_over(
+        self, audio_end_ms: int | None = None, create_response: bool | None = None
+    ) -> None:
+        self._adopt = self._wants_response(audio_end_ms, create_response)
+        if not self._adopt:
+            self._drop("not_answered")
 
     def _reject_cancel(self) -> None:
         self.emit(Reject("response_not_active", "There is no active response to cancel."))
@@ -392,6 +501,17 @@ class SessionChart(Chart):
     def _on_client_interrupt(self) -> None:
         self._decide("interrupt", "client")
         self.emit(InterruptResponses("client_cancelled"))
+
+    def _on_clear_settled(self, response_id: str | None = None) -> None:
+        # The paused reply was heard in full: nothing to stop, the clear is answered as v1's
+        # with nothing live; the client's act still decides the overlap.
+        self._decide("interrupt", "client")
+        self.emit(AnswerClear(response_id))
+
+    def _on_cancel_settled(self) -> None:
+        # Nothing live to cancel (rule 3's rejection); the client's act decides the overlap.
+        self._decide("interrupt", "client")
+        self._reject_cancel()
 
     def _on_truncate_paused(self) -> None:
         self._decide("interrupt", "client")

@@ -105,11 +105,13 @@ from .session_config import (
     AudioFormatType,
     MaxTokens,
     Modality,
+    SemanticVad,
     ServerVad,
     SessionConfig,
     SessionObject,
     SessionPatch,
     Transcription,
+    TurnDetection,
 )
 
 __all__ = [
@@ -193,6 +195,7 @@ __all__ = [
     "ResponsePartText",
     "ResponseStatus",
     "Role",
+    "SemanticVad",
     "ServerEvent",
     "ServerEventEncoder",
     "ServerVad",
@@ -209,6 +212,7 @@ __all__ = [
     "TranscriptionError",
     "TranscriptionUsageDuration",
     "TranscriptionUsageTokens",
+    "TurnDetection",
     "Usage",
     "decode_client_event",
     "error_event",

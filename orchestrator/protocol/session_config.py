@@ -15,15 +15,19 @@ from msgspec import UNSET, UnsetType
 
 __all__ = [
     "DEFAULT_BACKCHANNELS",
+    "EAGERNESS_LONGEST_WAIT_MS",
+    "EAGERNESS_THRESHOLD",
     "PCM16",
     "PCMA",
     "PCMU",
     "AudioFormat",
     "AudioFormatType",
+    "Eagerness",
     "Interruption",
     "InterruptionMode",
     "MaxTokens",
     "Modality",
+    "SemanticVad",
     "ServerVad",
     "SessionAudio",
     "SessionAudioInput",
@@ -32,6 +36,7 @@ __all__ = [
     "SessionObject",
     "SessionPatch",
     "Transcription",
+    "TurnDetection",
     "normalize_backchannel",
 ]
 
@@ -91,14 +96,14 @@ def normalize_backchannel(text: str) -> str:
     return " ".join(word.strip("-'") for word in kept.split() if word.strip("-'"))
 
 
-class ServerVad(msgspec.Struct, frozen=True, kw_only=True):
-    """The only turn detection we run; defaults are OpenAI's.
+class ServerVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="server_vad"):
+    """Silence-based turn detection; defaults are OpenAI's.
 
-    `interruption` is UNSET unless the client sent one: then it is not rendered, and a v1
-    client sees exactly v1's session object (`policy` is the effective value).
+    `interruption` and `preemptive_response` (v2) are UNSET unless the client sent them: then
+    they are not rendered, and a v1 client sees exactly v1's session object (`policy` and
+    `preemptive` are the effective values).
     """
 
-    type: Literal["server_vad"] = "server_vad"
     threshold: float = 0.5
     prefix_padding_ms: int = 300
     silence_duration_ms: int = 500
@@ -106,10 +111,89 @@ class ServerVad(msgspec.Struct, frozen=True, kw_only=True):
     interrupt_response: bool = True
     idle_timeout_ms: int | None = None
     interruption: Interruption | UnsetType = UNSET
+    preemptive_response: bool | UnsetType = UNSET
+
+    @property
+    def type(self) -> Literal["server_vad"]:
+        return "server_vad"  # the tag, rendered first
 
     @property
     def policy(self) -> Interruption:
         return Interruption() if isinstance(self.interruption, UnsetType) else self.interruption
+
+    @property
+    def preemptive(self) -> bool:
+        return self.preemptive_response is True
+
+
+Eagerness = Literal["low", "medium", "high", "auto"]
+
+# OpenAI's longest wait after speech stops, per eagerness (auto is medium).
+EAGERNESS_LONGEST_WAIT_MS: Final[dict[Eagerness, int]] = {
+    "low": 8000,
+    "medium": 4000,
+    "high": 2000,
+    "auto": 4000,
+}
+# The completion probability (Smart Turn's) at which the turn is over: a low eagerness waits
+# for a surer answer; medium is Smart Turn's own 0.5.
+EAGERNESS_THRESHOLD: Final[dict[Eagerness, float]] = {
+    "low": 0.75,
+    "medium": 0.5,
+    "high": 0.25,
+    "auto": 0.5,
+}
+
+
+class SemanticVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="semantic_vad"):
+    """`semantic_vad` (v2, OpenAI's fields): a turn-completion model on the user's audio ends
+    the turn at a pause, or the eagerness's longest wait does (docs/protocol.md).
+
+    The VAD under it runs with OpenAI's server_vad defaults (`threshold`, `prefix_padding_ms`
+    below); `silence_duration_ms` is the longest wait, the silence that ends a turn whatever
+    the model says. None of these is rendered: the session object shows OpenAI's fields.
+    """
+
+    eagerness: Eagerness = "auto"
+    create_response: bool = True
+    interrupt_response: bool = True
+    interruption: Interruption | UnsetType = UNSET
+    preemptive_response: bool | UnsetType = UNSET
+
+    @property
+    def type(self) -> Literal["semantic_vad"]:
+        return "semantic_vad"  # the tag, rendered first
+
+    @property
+    def threshold(self) -> float:
+        return 0.5
+
+    @property
+    def prefix_padding_ms(self) -> int:
+        return 300
+
+    @property
+    def silence_duration_ms(self) -> int:
+        return EAGERNESS_LONGEST_WAIT_MS[self.eagerness]
+
+    @property
+    def completion_threshold(self) -> float:
+        return EAGERNESS_THRESHOLD[self.eagerness]
+
+    @property
+    def idle_timeout_ms(self) -> int | None:
+        return None
+
+    @property
+    def policy(self) -> Interruption:
+        return Interruption() if isinstance(self.interruption, UnsetType) else self.interruption
+
+    @property
+    def preemptive(self) -> bool:
+        return self.preemptive_response is True
+
+
+TurnDetection = ServerVad | SemanticVad
 
 
 class Transcription(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,7 +215,7 @@ class SessionPatch(msgspec.Struct, frozen=True, kw_only=True):
     output_modalities: tuple[Modality, ...] | None = None
     input_format: AudioFormat | None = None
     output_format: AudioFormat | None = None
-    turn_detection: ServerVad | UnsetType | None = UNSET
+    turn_detection: TurnDetection | UnsetType | None = UNSET
     transcription: Transcription | UnsetType | None = UNSET
     voice: str | None = None
     max_output_tokens: MaxTokens | None = None
@@ -141,7 +225,7 @@ class SessionAudioInput(msgspec.Struct, frozen=True, kw_only=True):
     format: AudioFormat
     transcription: Transcription | None
     noise_reduction: None = None
-    turn_detection: ServerVad | None
+    turn_detection: TurnDetection | None
 
 
 class SessionAudioOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -185,7 +269,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     output_modalities: tuple[Modality, ...] = ("audio",)
     input_format: AudioFormat = PCM16
     output_format: AudioFormat = PCM16
-    turn_detection: ServerVad | None = ServerVad()
+    turn_detection: TurnDetection | None = ServerVad()
     transcription: Transcription | None = None
     voice: str = "alloy"
     max_output_tokens: MaxTokens = "inf"

@@ -25,9 +25,11 @@ from .session_config import (
     Interruption,
     MaxTokens,
     Modality,
+    SemanticVad,
     ServerVad,
     SessionPatch,
     Transcription,
+    TurnDetection,
     normalize_backchannel,
 )
 
@@ -79,6 +81,10 @@ class WireTurnDetection(_Wire, frozen=True, kw_only=True):
     interrupt_response: bool | None = None
     idle_timeout_ms: NonNegative | None = None
     interruption: WireInterruption | None = None
+    # semantic_vad (v2; OpenAI's field); `eagerness` a plain str to name a bad value.
+    eagerness: str | None = None
+    # v2 extension, server_vad and semantic_vad.
+    preemptive_response: bool | None = None
 
 
 class WireTranscription(_Wire, frozen=True, kw_only=True):
@@ -185,32 +191,63 @@ def normalize_modalities(values: tuple[str, ...], param: str) -> tuple[Modality,
     )
 
 
-def _turn_detection(wire: WireTurnDetection | None, param: str) -> ServerVad | None:
+_SERVER_VAD_KNOBS: Final = (
+    "threshold",
+    "prefix_padding_ms",
+    "silence_duration_ms",
+    "idle_timeout_ms",
+)
+_EAGERNESS: Final = ("low", "medium", "high", "auto")
+
+
+def _turn_detection(wire: WireTurnDetection | None, param: str) -> TurnDetection | None:
     if wire is None:
         return None
-    if wire.type != "server_vad":
+    if wire.type not in ("server_vad", "semantic_vad"):
         raise InvalidInput(
             "unsupported_turn_detection",
-            f"Unsupported turn_detection type '{wire.type[:64]}'; use 'server_vad' or null.",
+            f"Unsupported turn_detection type '{wire.type[:64]}'; use 'server_vad', "
+            "'semantic_vad' or null.",
             f"{param}.type",
         )
-    given = {
+    given: dict[str, object] = {
         name: value
-        for name in (
-            "threshold",
-            "prefix_padding_ms",
-            "silence_duration_ms",
-            "create_response",
-            "interrupt_response",
-            "idle_timeout_ms",
-        )
+        for name in ("create_response", "interrupt_response", "preemptive_response")
         if (value := getattr(wire, name)) is not None
     }
     if wire.interruption is not None:
         given["interruption"] = _interruption(wire.interruption, f"{param}.interruption")
     # Like OpenAI, a turn_detection object replaces the previous one; unset knobs take
     # their defaults instead of keeping earlier values.
-    return ServerVad(**given)
+    if wire.type == "semantic_vad":
+        # Silence knobs would be silently ignored: the model decides, not a silence.
+        for name in _SERVER_VAD_KNOBS:
+            if getattr(wire, name) is not None:
+                raise InvalidInput(
+                    "invalid_value",
+                    f"'{name}' applies to server_vad only; semantic_vad takes 'eagerness'.",
+                    f"{param}.{name}",
+                )
+        if wire.eagerness is not None:
+            if wire.eagerness not in _EAGERNESS:
+                raise InvalidInput(
+                    "invalid_value",
+                    f"Unsupported eagerness '{wire.eagerness[:64]}'; use 'low', 'medium', "
+                    "'high' or 'auto'.",
+                    f"{param}.eagerness",
+                )
+            given["eagerness"] = wire.eagerness
+        return SemanticVad(**given)  # type: ignore[arg-type]
+    if wire.eagerness is not None:
+        raise InvalidInput(
+            "invalid_value",
+            "'eagerness' applies to semantic_vad only.",
+            f"{param}.eagerness",
+        )
+    for name in _SERVER_VAD_KNOBS:
+        if (value := getattr(wire, name)) is not None:
+            given[name] = value
+    return ServerVad(**given)  # type: ignore[arg-type]
 
 
 def _interruption(wire: WireInterruption, param: str) -> Interruption:
@@ -274,7 +311,7 @@ def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
     elif s.output_audio_format is not None:
         output_format = _format(s.output_audio_format, "session.output_audio_format")
 
-    turn_detection: ServerVad | UnsetType | None = UNSET
+    turn_detection: TurnDetection | UnsetType | None = UNSET
     if a_in is not None and a_in.turn_detection is not UNSET:
         turn_detection = _turn_detection(a_in.turn_detection, "session.audio.input.turn_detection")
     elif s.turn_detection is not UNSET:

@@ -55,6 +55,9 @@ class ServiceConfig:
     # A batched VAD request (about a millisecond when healthy) and one input transcription.
     vad_timeout_s: float = 1.0
     transcription_timeout_s: float = 60.0
+    # One semantic_vad end-of-turn prediction (Smart Turn: tens of ms): past it the session
+    # falls back to the silence rule, since an answer that late decides nothing better.
+    turn_timeout_s: float = 2.0
     # A client that takes no event for this long while its send queue is full is not reading:
     # its session ends (close 1008) rather than hold the server's memory and Triton streams.
     slow_client_timeout_s: float = 10.0
@@ -101,6 +104,7 @@ _POSITIVE = (
     "chunk_timeout_s",
     "vad_timeout_s",
     "transcription_timeout_s",
+    "turn_timeout_s",
     "slow_client_timeout_s",
     "max_session_s",
     "drain_timeout_s",

@@ -48,6 +48,19 @@ class Metrics:
             ["decision", "reason"],
             registry=r,
         )
+        self.end_of_turn = Counter(
+            "turntaker_end_of_turn_decisions",
+            "User turns ended by VAD turn detection, by cause (semantic_vad: model, timeout, "
+            "fallback; server_vad: silence)",
+            ["cause"],
+            registry=r,
+        )
+        self.preemptive_responses = Counter(
+            "turntaker_preemptive_responses",
+            "Preemptive responses started, used (adopted at the commit) and dropped",
+            ["outcome"],
+            registry=r,
+        )
         self.time_to_first_audio = Histogram(
             "turntaker_time_to_first_audio_seconds",
             "From response start to its first audio delta sent",

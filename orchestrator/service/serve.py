@@ -30,6 +30,7 @@ from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseServices
 from orchestrator.service.session_services import SessionServices, VadService
 from orchestrator.service.transcriber import TritonTranscriber
+from orchestrator.service.turn_predictor import TritonTurnPredictor
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from orchestrator.vad_batcher import VadBatcher, VadBatcherConfig
 from turntaker_models.settings import default_cache_dir
@@ -90,10 +91,11 @@ def access_settings(config: ServiceConfig) -> AccessSettings:
 
 
 def needed_models(config: ServiceConfig) -> tuple[str, ...]:
+    # `turn` (Smart Turn) serves semantic_vad on every pipeline.
     if config.pipeline == "null":
         # No speech is understood: input transcription, if a session asks, reports a failure.
-        return ("null", "vad", "cancel")
-    return (config.pipeline, "vad", "asr", "cancel")
+        return ("null", "vad", "cancel", "turn")
+    return (config.pipeline, "vad", "asr", "cancel", "turn")
 
 
 @contextmanager
@@ -186,6 +188,7 @@ async def serve(
                 text_aligned=config.pipeline != "qwen3_omni",
             ),
             transcriber=TritonTranscriber(pool, timeout_s=config.transcription_timeout_s),
+            turn=TritonTurnPredictor(pool, timeout_s=config.turn_timeout_s),
             transcripts_for_pipeline=config.pipeline == "cascade",
         )
         access = AccessControl(access_settings(config), clock=time.monotonic)

@@ -30,6 +30,7 @@ from orchestrator.actions import (
     CancelTimer,
     DetectSpeech,
     EndSession,
+    PredictTurn,
     StartBackend,
     Transcribe,
 )
@@ -39,6 +40,7 @@ from orchestrator.inputs import (
     CloseRequested,
     SpeechProbabilities,
     TranscriptReady,
+    TurnPrediction,
 )
 from orchestrator.protocol import client as ce
 from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
@@ -106,6 +108,7 @@ class SessionActor:
                 transcriber=services.transcriber is not None,
                 transcripts_for_pipeline=services.transcripts_for_pipeline,
                 transcript_wait_ms=int(services.transcript_wait_s * 1000),
+                turn_model=services.turn is not None,
             ),
         )
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
@@ -232,6 +235,9 @@ class SessionActor:
             elif isinstance(action, Transcribe):
                 assert self._nursery is not None
                 self._nursery.start_soon(self._transcribe, action)
+            elif isinstance(action, PredictTurn):
+                assert self._nursery is not None
+                self._nursery.start_soon(self._predict_turn, action)
             elif isinstance(action, ArmTimer):
                 assert self._nursery is not None
                 self._timers.arm(self._nursery, action)
@@ -241,6 +247,7 @@ class SessionActor:
                 end = action
         if credit:
             self._vad.release()  # the append asked nothing of the VAD (or was refused)
+        self._metrics.noted(step)
         for event in step.events:
             self._metrics.sent(event)
             await self._queue_out(self._encoder.encode(event).decode())
@@ -258,6 +265,17 @@ class SessionActor:
             answer = TranscriptReady(job.item_id, None, str(error), seconds, job.purpose, job.token)
         else:
             answer = TranscriptReady(job.item_id, text, None, seconds, job.purpose, job.token)
+        await self._post(answer)
+
+    async def _predict_turn(self, job: PredictTurn) -> None:
+        turn = self.services.turn
+        assert turn is not None  # the core offers semantic_vad only when told there is one
+        try:
+            probability = await turn.predict(job.audio16k)
+        except Exception as error:  # an outage: the core falls back to the silence rule
+            answer = TurnPrediction(job.token, None, str(error) or type(error).__name__)
+        else:
+            answer = TurnPrediction(job.token, probability)
         await self._post(answer)
 
     async def _queue_out(self, text: str) -> None:

@@ -4,8 +4,9 @@ Observation only: nothing here decides. Barge-in latency runs from the VAD's ans
 step that cleared the client's audio; time to first audio from `response.created` to the
 first audio delta (a cascade response's wait for its turn's transcript included). Pause
 mode's decisions are counted from `overlap.decision` (those whose `transcript` is null also as
-made without a transcript). State is one
-timestamp per response in flight, dropped at its `response.done`.
+made without a transcript). The end of each VAD turn (by cause) and what became of each
+preemptive response come from the step's notes. State is one timestamp per response in
+flight, dropped at its `response.done`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import trio
 
 from orchestrator.core import Step
+from orchestrator.core_types import PreemptNoted, TurnEnded
 from orchestrator.protocol import server as se
 from orchestrator.service.metrics import Metrics
 
@@ -26,6 +28,13 @@ class SessionMetrics:
         if any(isinstance(e, se.OutputAudioBufferCleared) for e in step.events):
             self._metrics.observe("barge_in_latency", trio.current_time() - decided_at)
             self._metrics.interruptions.inc()
+
+    def noted(self, step: Step) -> None:
+        for note in step.notes:
+            if isinstance(note, TurnEnded):
+                self._metrics.end_of_turn.labels(note.cause).inc()
+            elif isinstance(note, PreemptNoted):
+                self._metrics.preemptive_responses.labels(note.outcome).inc()
 
     def sent(self, event: se.ServerEvent) -> None:
         if isinstance(event, se.ResponseCreated):

@@ -1,5 +1,5 @@
-"""What a session actor is given to work with: the VAD, the transcriber, the response
-services and the metrics (one typed object, passed down from `serve`)."""
+"""What a session actor is given to work with: the VAD, the transcriber, the turn model, the
+response services and the metrics (one typed object, passed down from `serve`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ class Transcriber(Protocol):
     async def transcribe(self, audio16k: Audio, partial: bool = False) -> str: ...
 
 
+class TurnPredictor(Protocol):
+    """The probability that the user's turn is complete (semantic_vad's `turn` model)."""
+
+    async def predict(self, audio16k: Audio) -> float: ...
+
+
 class VadService(Protocol):
     """Speech probability of each 512-sample 16 kHz chunk, with per-session state in a stream
     (the batched Triton `VadBatcher`; benchmarks also plug in one silero per session)."""
@@ -40,6 +46,8 @@ class SessionServices:
     vad: VadService
     responses: ResponseServices
     transcriber: Transcriber | None
+    # semantic_vad is offered only with a turn model.
+    turn: TurnPredictor | None = None
     # The cascade hears through ASR: give it the orchestrator's transcripts, not audio again.
     transcripts_for_pipeline: bool = False
     transcript_wait_s: float = 30.0

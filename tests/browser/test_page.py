@@ -202,3 +202,31 @@ def test_the_page_connects_with_an_api_key_and_shows_why_a_wrong_one_is_refused(
     page.wait_for_function(
         "window.turntaker.events.some(e => e.type === 'session.updated')", timeout=10_000
     )
+
+
+def test_the_page_asks_for_semantic_vad_with_preemptive_responses_and_is_answered(
+    realtime_server: BackgroundServer, open_page: Opener, tmp_path: Path
+) -> None:
+    """The page offers the turn-end type, eagerness and preemptive responses: a user who picks
+    the model (semantic_vad) gets it from the server, and the answer plays as before."""
+    question = flite_speech("What is the weather like in Paris today?")
+    wav = write_wav(tmp_path / "mic.wav", np.concatenate([silence(0.8), question, silence(3)]))
+    page = open_page(wav, realtime_server.http_url + "/")
+    page.select_option("#turn-type", "semantic_vad")
+    page.select_option("#eagerness", "high")
+    page.check("#preemptive")
+    assert page.is_disabled("#silence") and not page.is_disabled("#eagerness")
+    _connect(page)
+    page.wait_for_function(
+        "window.turntaker.events.some(e => e.type === 'session.updated' && "
+        "e.turn_detection.type === 'semantic_vad')",
+        timeout=10_000,
+    )
+    page.wait_for_function("window.turntaker.acks.length > 0", timeout=40_000)
+    tt = page.evaluate("window.turntaker")
+    [updated] = [e for e in tt["events"] if e["type"] == "session.updated"]
+    assert updated["turn_detection"]["eagerness"] == "high"
+    assert updated["turn_detection"]["preemptive_response"] is True
+    types = [e["type"] for e in tt["events"]]
+    assert types.index("input_audio_buffer.committed") < types.index("response.created")
+    assert tt["acks"][0]["played_ms"] > 0

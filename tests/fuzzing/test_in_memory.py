@@ -3,12 +3,14 @@ and the real core must pass it. The big run is tests/orchestrator/test_core_fuzz
 
 from __future__ import annotations
 
+import json
+
 import msgspec
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from fuzzing.in_memory import MemoryRunner
-from fuzzing.inputs import Script
+from fuzzing.inputs import FuzzInput, Script
 from fuzzing.scripts import memory_scripts
 from orchestrator.core import SessionCore, Step
 from orchestrator.protocol import server as se
@@ -42,6 +44,24 @@ def test_the_real_core_passes() -> None:
     _run(runner)
     assert not runner.stats.failures, runner.stats.failures[0].report()
     assert runner.stats.inputs >= SESSIONS * 15
+
+
+def test_semantic_sessions_end_turns_and_preemptive_responses_answer_them() -> None:
+    """semantic_vad with preemptive responses, in memory: the stand-in turn model ends turns,
+    the preemptive responses are adopted (created after their commit) and every invariant
+    holds."""
+    vad = {"type": "semantic_vad", "eagerness": "high", "preemptive_response": True}
+    update = {"type": "session.update", "session": {"audio": {"input": {"turn_detection": vad}}}}
+    setup = FuzzInput("setup", json.dumps(update), "reply", frozenset({"session.updated"}))
+    append = {"type": "input_audio_buffer.append", "audio": "AAAA" * 4000}  # 250 ms
+    speech = FuzzInput("append", json.dumps(append), "silent")
+    runner = MemoryRunner()
+    for seed in range(20):
+        assert not runner.run(Script((setup, *(speech,) * 15), seed=seed))
+    stats = runner.stats
+    assert stats.fed["TurnPrediction"], stats.summary()
+    assert stats.events_by_type["input_audio_buffer.committed"], stats.summary()
+    assert stats.events_by_type["response.created"], stats.summary()
 
 
 def test_rule7_a_core_that_drops_the_event_id_of_its_errors_fails(

@@ -14,6 +14,7 @@ from orchestrator.actions import (
     CancelTimer,
     DetectSpeech,
     InferenceRequest,
+    PredictTurn,
     StartBackend,
     Transcribe,
 )
@@ -26,6 +27,7 @@ from orchestrator.inputs import (
     SpeechProbabilities,
     TimerFired,
     TranscriptReady,
+    TurnPrediction,
     VadDown,
 )
 
@@ -106,3 +108,20 @@ def test_a_backend_started_twice_is_a_problem() -> None:
     io = StandIns(random.Random(4))
     io.carry_out([_start("resp_1"), _start("resp_1")])
     assert io.problems == ["the backend of resp_1 was started twice"]
+
+
+def test_every_predict_turn_gets_one_answer_complete_not_yet_or_an_error() -> None:
+    """semantic_vad's turns really end (or wait, or fall back to the silence rule)."""
+    io = StandIns(random.Random(5))
+    io.carry_out([PredictTurn(token, np.zeros(16000, np.float32)) for token in range(1, 201)])
+    answers = list(io.drain())
+    assert all(isinstance(a, TurnPrediction) for a in answers)
+    assert sorted(a.token for a in answers if isinstance(a, TurnPrediction)) == list(range(1, 201))
+    probabilities = [a.probability for a in answers if isinstance(a, TurnPrediction)]
+    known = [p for p in probabilities if p is not None]
+    assert all(0.0 <= p <= 1.0 for p in known)
+    # Complete at every eagerness (>= 0.75), at none (< 0.25), and the model's failures.
+    assert any(p >= 0.75 for p in known) and any(p < 0.25 for p in known)
+    assert any(0.25 <= p < 0.75 for p in known)
+    failed = [a for a in answers if isinstance(a, TurnPrediction) and a.probability is None]
+    assert failed and all(a.error for a in failed)

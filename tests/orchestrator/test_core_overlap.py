@@ -5,58 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.actions import ArmTimer, CancelBackend, DetectSpeech, Transcribe
+from orchestrator.actions import ArmTimer, CancelBackend, Transcribe
 from orchestrator.core import CoreConfig, SessionCore, Step
 from orchestrator.inputs import (
     BackendAudio,
     BackendDone,
-    SpeechProbabilities,
     TimerFired,
     TranscriptReady,
 )
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import Interruption, ServerVad, SessionPatch
+from tests.orchestrator.core_driver import CoreDriver, of, types
 
 MS = 48
 
 
-def of(step: Step, cls: type[Any]) -> list[Any]:
-    return [o for o in (*step.actions, *step.events) if isinstance(o, cls)]
-
-
-def types(step: Step) -> list[str]:
-    return [str(type(e).__struct_config__.tag) for e in step.events]
-
-
-class Session:
+class Session(CoreDriver):
     """A pause-mode session with one generating response; the clock is advanced by hand."""
 
     def __init__(self, *, transcriber: bool = True, mode: str = "pause", **policy: Any) -> None:
-        self.core = SessionCore("t", CoreConfig(transcriber=transcriber))
-        self.core.open(0)
-        self.now = 0
+        super().__init__(SessionCore("t", CoreConfig(transcriber=transcriber)))
         interruption = Interruption(mode=mode, **policy)  # type: ignore[arg-type]
         vad = ServerVad(silence_duration_ms=300, prefix_padding_ms=100, interruption=interruption)
-        self.core.handle(ce.SessionUpdate(session=SessionPatch(turn_detection=vad)), 0)
-        self.core.handle(ce.ResponseCreate(), 0)
+        self.handle(ce.SessionUpdate(session=SessionPatch(turn_detection=vad)))
+        self.handle(ce.ResponseCreate())
         self.last = Step()
-
-    def handle(self, event: Any) -> Step:
-        self.last = self.core.handle(event, self.now)
-        return self.last
-
-    def speak(self, ms: int, prob: float) -> Step:
-        """`ms` of audio in 32 ms appends, each answered at once; the clock follows the audio."""
-        out = Step()
-        for _ in range(ms // 32):
-            self.now += 32
-            step = self.handle(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 32))
-            out = out + step
-            for detect in of(step, DetectSpeech):
-                answer = SpeechProbabilities((prob,) * len(detect.chunks), detect.chunk_end_ms)
-                out = out + self.handle(answer)
-        return out
 
     def audio(self, ms: int) -> Step:
         rid, seq = self.rid_seq

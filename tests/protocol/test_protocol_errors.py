@@ -227,17 +227,37 @@ def test_rule7_unsupported_format_is_unsupported_audio_format(
     ("session", "param"),
     [
         (
-            {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "low"}}}},
+            {"audio": {"input": {"turn_detection": {"type": "push_to_talk"}}}},
             "session.audio.input.turn_detection.type",
         ),
         ({"turn_detection": {"type": "push_to_talk"}}, "session.turn_detection.type"),
     ],
 )
-def test_rule7_semantic_vad_is_unsupported_turn_detection(
+def test_rule7_unknown_turn_detection_type_is_unsupported(
     session: dict[str, object], param: str
 ) -> None:
     err = reject({"type": "session.update", "event_id": "evt_v", "session": session})
     assert (err.code, err.param, err.event_id) == ("unsupported_turn_detection", param, "evt_v")
+
+
+@pytest.mark.parametrize(
+    ("detection", "param"),
+    [
+        ({"type": "semantic_vad", "eagerness": "eager"}, "eagerness"),
+        ({"type": "semantic_vad", "silence_duration_ms": 300}, "silence_duration_ms"),
+        ({"type": "semantic_vad", "threshold": 0.4}, "threshold"),
+        ({"type": "server_vad", "eagerness": "low"}, "eagerness"),
+    ],
+)
+def test_rule7_semantic_vad_knobs_are_checked(detection: dict[str, object], param: str) -> None:
+    """semantic_vad takes eagerness (low/medium/high/auto), server_vad the silence knobs: a
+    knob of the other type would be ignored silently, so it is refused by name."""
+    session = {"audio": {"input": {"turn_detection": detection}}}
+    err = reject({"type": "session.update", "event_id": "evt_s", "session": session})
+    assert (err.code, err.param) == (
+        "invalid_value",
+        f"session.audio.input.turn_detection.{param}",
+    )
 
 
 @pytest.mark.parametrize(

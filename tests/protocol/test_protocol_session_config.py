@@ -6,19 +6,22 @@ from typing import Any
 
 import msgspec
 import pytest
-from protocol_helpers import parse
+from protocol_helpers import parse, reject
 
 from orchestrator.protocol import (
     PCM16,
     PCMA,
     PCMU,
+    SemanticVad,
+    ServerEventEncoder,
     ServerVad,
     SessionConfig,
     SessionPatch,
     SessionUpdate,
+    SessionUpdated,
     Transcription,
 )
-from orchestrator.protocol.session_config import AudioFormat
+from orchestrator.protocol.session_config import AudioFormat, Eagerness, TurnDetection
 
 
 def _json(obj: object) -> Any:
@@ -171,7 +174,6 @@ def test_output_modalities_normalize(modalities: list[str], expected: tuple[str,
 def test_turn_detection_missing_knobs_take_openai_defaults() -> None:
     patch = _patch({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
     assert patch.turn_detection == ServerVad(
-        type="server_vad",
         threshold=0.5,
         prefix_padding_ms=300,
         silence_duration_ms=500,
@@ -254,3 +256,182 @@ def test_manual_mode_renders_turn_detection_null() -> None:
     cfg = SessionConfig(turn_detection=None)
     obj = _json(cfg.to_session_object(session_id="s", model="m"))
     assert obj["audio"]["input"]["turn_detection"] is None
+
+
+# semantic_vad and preemptive responses (v2, docs/protocol.md "Semantic end of turn and
+# preemptive responses") ---------------------------------------------------------------
+
+
+def _detection(turn_detection: dict[str, Any], *, beta: bool = False) -> TurnDetection | None:
+    session = (
+        {"turn_detection": turn_detection}
+        if beta
+        else {"audio": {"input": {"turn_detection": turn_detection}}}
+    )
+    patch = _patch(session)
+    assert patch.turn_detection is not msgspec.UNSET
+    return patch.turn_detection
+
+
+def _updated_turn_detection(turn_detection: dict[str, Any]) -> Any:
+    """The turn_detection of the `session.updated` a client gets after sending it."""
+    cfg = SessionConfig().apply(_patch({"audio": {"input": {"turn_detection": turn_detection}}}))
+    event = SessionUpdated(session=cfg.to_session_object(session_id="s", model="m"))
+    wire = msgspec.json.decode(ServerEventEncoder().encode(event))
+    assert wire["type"] == "session.updated"
+    return wire["session"]["audio"]["input"]["turn_detection"]
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto"])
+@pytest.mark.parametrize("beta", [False, True])
+def test_semantic_vad_parses_each_eagerness(eagerness: Eagerness, beta: bool) -> None:
+    """semantic_vad (OpenAI's field): each eagerness parses, GA and beta spellings alike."""
+    td = _detection({"type": "semantic_vad", "eagerness": eagerness}, beta=beta)
+    assert td == SemanticVad(eagerness=eagerness)
+
+
+def test_semantic_vad_defaults_are_openai_s() -> None:
+    """semantic_vad without knobs: eagerness auto, create_response and interrupt_response
+    on, no preemption, immediate interruption."""
+    td = _detection({"type": "semantic_vad"})
+    assert td == SemanticVad()
+    assert isinstance(td, SemanticVad)
+    assert (td.eagerness, td.create_response, td.interrupt_response) == ("auto", True, True)
+    assert td.preemptive_response is msgspec.UNSET and not td.preemptive
+    assert td.policy.mode == "immediate"
+
+
+def test_semantic_vad_takes_create_interrupt_and_preemptive() -> None:
+    td = _detection(
+        {
+            "type": "semantic_vad",
+            "eagerness": "high",
+            "create_response": False,
+            "interrupt_response": False,
+            "preemptive_response": True,
+        }
+    )
+    assert td == SemanticVad(
+        eagerness="high", create_response=False, interrupt_response=False, preemptive_response=True
+    )
+    assert isinstance(td, SemanticVad) and td.preemptive
+
+
+@pytest.mark.parametrize("eagerness", ["low", "medium", "high", "auto"])
+def test_semantic_vad_renders_exactly_openai_s_shape(eagerness: str) -> None:
+    """session.updated shows OpenAI's semantic_vad object: type, eagerness, create_response,
+    interrupt_response; no threshold or silence keys; no preemptive_response unless sent."""
+    rendered = _updated_turn_detection({"type": "semantic_vad", "eagerness": eagerness})
+    assert rendered == {
+        "type": "semantic_vad",
+        "eagerness": eagerness,
+        "create_response": True,
+        "interrupt_response": True,
+    }
+    assert next(iter(rendered)) == "type"
+
+
+def test_semantic_vad_default_eagerness_renders_auto() -> None:
+    rendered = _updated_turn_detection({"type": "semantic_vad", "create_response": False})
+    assert rendered == {
+        "type": "semantic_vad",
+        "eagerness": "auto",
+        "create_response": False,
+        "interrupt_response": True,
+    }
+
+
+@pytest.mark.parametrize("preemptive", [True, False])
+def test_semantic_vad_renders_preemptive_response_only_when_sent(preemptive: bool) -> None:
+    """preemptive_response (v2 extension) is rendered when the client sent it, false too."""
+    rendered = _updated_turn_detection(
+        {"type": "semantic_vad", "eagerness": "low", "preemptive_response": preemptive}
+    )
+    assert rendered == {
+        "type": "semantic_vad",
+        "eagerness": "low",
+        "create_response": True,
+        "interrupt_response": True,
+        "preemptive_response": preemptive,
+    }
+
+
+@pytest.mark.parametrize("preemptive", [True, False])
+def test_server_vad_with_preemptive_response_renders_it(preemptive: bool) -> None:
+    td = _detection({"type": "server_vad", "preemptive_response": preemptive})
+    assert isinstance(td, ServerVad) and td.preemptive is preemptive
+    rendered = _updated_turn_detection({"type": "server_vad", "preemptive_response": preemptive})
+    assert rendered == {
+        "type": "server_vad",
+        "threshold": 0.5,
+        "prefix_padding_ms": 300,
+        "silence_duration_ms": 500,
+        "create_response": True,
+        "interrupt_response": True,
+        "idle_timeout_ms": None,
+        "preemptive_response": preemptive,
+    }
+
+
+def test_v1_server_vad_renders_exactly_as_before() -> None:
+    """A v1 client (no preemptive_response, no interruption) sees v1's server_vad object:
+    no preemptive_response key, and preemption off."""
+    v1 = {
+        "type": "server_vad",
+        "threshold": 0.7,
+        "prefix_padding_ms": 200,
+        "silence_duration_ms": 800,
+        "create_response": False,
+        "interrupt_response": False,
+        "idle_timeout_ms": 6000,
+    }
+    td = _detection(v1)
+    assert isinstance(td, ServerVad) and not td.preemptive
+    assert _updated_turn_detection(v1) == v1
+    default = _json(SessionConfig().to_session_object(session_id="s", model="m"))
+    assert default["audio"]["input"]["turn_detection"] == {
+        "type": "server_vad",
+        "threshold": 0.5,
+        "prefix_padding_ms": 300,
+        "silence_duration_ms": 500,
+        "create_response": True,
+        "interrupt_response": True,
+        "idle_timeout_ms": None,
+    }
+
+
+def test_semantic_vad_replaces_server_vad_and_back() -> None:
+    """A turn_detection object replaces the previous one, type included."""
+    cfg = SessionConfig().apply(_patch({"turn_detection": {"type": "semantic_vad"}}))
+    assert cfg.turn_detection == SemanticVad()
+    cfg = cfg.apply(_patch({"turn_detection": {"type": "server_vad"}}))
+    assert cfg.turn_detection == ServerVad()
+
+
+SEMANTIC_PARAM = "session.audio.input.turn_detection"
+
+
+@pytest.mark.parametrize(
+    ("turn_detection", "param"),
+    [
+        ({"type": "semantic_vad", "eagerness": "eager"}, f"{SEMANTIC_PARAM}.eagerness"),
+        ({"type": "semantic_vad", "threshold": 0.5}, f"{SEMANTIC_PARAM}.threshold"),
+        (
+            {"type": "semantic_vad", "silence_duration_ms": 500},
+            f"{SEMANTIC_PARAM}.silence_duration_ms",
+        ),
+        ({"type": "server_vad", "eagerness": "low"}, f"{SEMANTIC_PARAM}.eagerness"),
+    ],
+)
+def test_semantic_vad_bad_fields_are_invalid_values(
+    turn_detection: dict[str, Any], param: str
+) -> None:
+    """An unknown eagerness, a silence knob on semantic_vad (it would be silently ignored) or
+    an eagerness on server_vad is an invalid_value naming the field."""
+    err = reject(
+        {
+            "type": "session.update",
+            "session": {"audio": {"input": {"turn_detection": turn_detection}}},
+        }
+    )
+    assert (err.code, err.param) == ("invalid_value", param)

@@ -22,7 +22,7 @@ from tests.conftest import REPO_ROOT, free_port
 from tests.service.realtime_client import RawSession, raw_session
 from tests.service.test_conversation_e2e import _ask_text, _manual
 
-MODELS = ("cascade", "vad", "asr", "cancel")
+MODELS = ("cascade", "vad", "asr", "cancel", "turn")
 
 
 def _triton_config(log: Path, grpc_port: int | None = None) -> TritonConfig:

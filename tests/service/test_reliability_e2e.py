@@ -186,7 +186,7 @@ def _null_triton(log: Path) -> TritonServer:
         http_port=free_port(),
         grpc_port=free_port(),
         metrics_port=free_port(),
-        models=("null", "vad", "cancel"),
+        models=("null", "vad", "cancel", "turn"),
         log_file=log,
     )
     return TritonServer(config)

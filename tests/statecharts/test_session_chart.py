@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from statecharts.effects import (
+    AdoptPreemptive,
     AnnounceSpeechStarted,
     AnnounceSpeechStopped,
+    AnswerClear,
     CommitInput,
     CreateResponse,
     DropInput,
+    DropPreemptive,
     Effect,
     InterruptResponse,
     InterruptResponses,
     OverlapDecided,
     PauseOutput,
+    PreemptDropReason,
     Reject,
     ResumeOutput,
+    StartPreemptive,
 )
-from statecharts.session import SessionChart
+from statecharts.session import SessionChart, TurnDetection
 
 
 def generating(chart: SessionChart, rid: str = "r1") -> SessionChart:
@@ -370,3 +381,433 @@ def test_each_region_keeps_exactly_one_state_through_self_transitions() -> None:
         chart.handle("cancel", response_id="r0", target_live=True)
         assert len(output & chart.active) == 1, chart.active
         assert len({"listening", "user_speaking", "held", "committed"} & chart.active) == 1
+
+
+def test_pause_clear_when_settled_answers_clear_with_one_decision() -> None:
+    """Pause mode: from `paused_settled` (the paused reply heard in full, nothing live) a
+    `clear` of the latest decides the overlap (`interrupt`, `client`) and is answered as v1's
+    clear of nothing: AnswerClear, no InterruptResponses."""
+    chart = paused()
+    chart.handle("response_finished", response_id="r1", audio_pending=False)
+    assert "paused_settled" in chart.active and not chart.is_output_live
+    assert chart.handle("clear", response_id="r1") == [
+        OverlapDecided("r1", "interrupt", "client"),
+        AnswerClear("r1"),
+    ]
+    assert not chart.is_paused and "idle" in chart.active
+    chart = paused()
+    chart.handle("response_finished", response_id="r1", audio_pending=False)
+    assert chart.handle("clear") == [OverlapDecided("r1", "interrupt", "client"), AnswerClear(None)]
+
+
+def test_pause_cancel_when_settled_is_rejected_with_one_decision() -> None:
+    """Pause mode: from `paused_settled` a `cancel` decides the overlap (`interrupt`,
+    `client`) and is rule 3's rejection: nothing is live to cancel."""
+    chart = paused()
+    chart.handle("response_finished", response_id="r1", audio_pending=False)
+    effects = chart.handle("cancel")
+    assert effects[0] == OverlapDecided("r1", "interrupt", "client")
+    assert len(effects) == 2 and isinstance(effects[1], Reject)
+    assert effects[1].code == "response_not_active"
+    assert not chart.is_paused and "idle" in chart.active
+    # The overlap is decided: a second cancel is a plain rule 3 rejection, no decision.
+    again = chart.handle("cancel")
+    assert decisions(again) == [] and [type(e) for e in again] == [Reject]
+
+
+# Preemptive responses (docs/protocol.md "Semantic end of turn and preemptive responses") --
+
+
+def preempting(turn_detection: TurnDetection = "server_vad", **kwargs: Any) -> SessionChart:
+    """A chart with preemptive responses on, the user speaking and one preemption running."""
+    chart = SessionChart(turn_detection=turn_detection, preemptive=True, **kwargs)
+    chart.handle("speech_started", audio_start_ms=100)
+    assert chart.handle("turn_paused") == [StartPreemptive()]
+    assert "running" in chart.active
+    return chart
+
+
+def test_preempt_turn_paused_starts_one() -> None:
+    """Preemption: `turn_paused` with VAD turns, preemptive, create_response, the output
+    idle and the user speaking starts one (StartPreemptive), and nothing else moves."""
+    chart = preempting()
+    assert chart.user_speaking and "idle" in chart.active
+
+
+@pytest.mark.parametrize("turn_detection", ["server_vad", "semantic_vad"])
+def test_preempt_starts_with_either_vad(turn_detection: TurnDetection) -> None:
+    """Preemption: VAD turns are server_vad's and semantic_vad's alike."""
+    preempting(turn_detection)
+
+
+def test_preempt_needs_vad_turns() -> None:
+    """Preemption guard `vad_turns`: manual turns never preempt (the user speaking is the
+    client's business there)."""
+    chart = SessionChart(preemptive=True)
+    chart.handle("speech_started", audio_start_ms=0)
+    chart.configure(
+        turn_detection="manual", create_response=True, interrupt_response=True, preemptive=True
+    )
+    assert chart.user_speaking
+    assert chart.handle("turn_paused") == []
+    assert "standby" in chart.active
+
+
+def test_preempt_needs_preemptive_response() -> None:
+    """Preemption guard `preemptive_on`: off by default (a v1 session never preempts)."""
+    chart = SessionChart()
+    chart.handle("speech_started", audio_start_ms=0)
+    assert chart.handle("turn_paused") == []
+    assert "standby" in chart.active
+
+
+def test_preempt_needs_create_response() -> None:
+    """Preemption guard `create_response_on`: a turn that gets no response is not answered
+    ahead of time."""
+    chart = SessionChart(preemptive=True, create_response=False)
+    chart.handle("speech_started", audio_start_ms=0)
+    assert chart.handle("turn_paused") == []
+    assert "standby" in chart.active
+
+
+def test_preempt_needs_the_output_idle() -> None:
+    """Preemption guard `output_idle` (rule 3): not while another response is live."""
+    chart = generating(SessionChart(preemptive=True, interrupt_response=False))
+    chart.handle("speech_started", audio_start_ms=0)
+    assert chart.user_speaking and chart.is_generating
+    assert chart.handle("turn_paused") == []
+    # Draining (generated, not yet heard) is live too.
+    chart.handle("response_finished", response_id="r1", audio_pending=True)
+    assert "draining" in chart.active
+    assert chart.handle("turn_paused") == []
+    assert "standby" in chart.active
+
+
+def test_preempt_needs_the_user_speaking() -> None:
+    """Preemption guard `user_is_speaking`: a pause with no turn in progress starts none."""
+    chart = SessionChart(preemptive=True)
+    assert chart.handle("turn_paused") == []
+    chart.handle("speech_started", audio_start_ms=0)
+    chart.handle("speech_stopped", audio_end_ms=500)
+    assert "listening" in chart.active
+    assert chart.handle("turn_paused") == []
+    assert "standby" in chart.active
+
+
+def test_preempt_at_most_one_runs() -> None:
+    """Preemption: at most one runs; a second pause while running starts nothing."""
+    chart = preempting()
+    assert chart.handle("turn_paused") == []
+    assert "running" in chart.active
+
+
+@pytest.mark.parametrize(
+    ("event", "kwargs", "reason"),
+    [
+        ("speech_resumed", {}, "speech_resumed"),
+        ("context_changed", {}, "context_changed"),
+        ("preempt_failed", {}, "failed"),
+        ("preempt_failed", {"reason": "failed"}, "failed"),
+        ("preempt_failed", {"reason": "overflow"}, "overflow"),
+        ("clear_input", {}, "input_cleared"),
+        ("close", {}, "closed"),
+    ],
+)
+def test_preempt_dropped_with_its_reason(
+    event: str, kwargs: dict[str, Any], reason: PreemptDropReason
+) -> None:
+    """Preemption: each drop event emits DropPreemptive with its reason and returns to
+    standby; a second one finds nothing to drop."""
+    chart = preempting()
+    assert chart.handle(event, **kwargs) == [DropPreemptive(reason)]
+    assert "standby" in chart.active and "running" not in chart.active
+    assert DropPreemptive(reason) not in chart.handle(event, **kwargs)
+
+
+def test_preempt_drop_events_in_standby_do_nothing() -> None:
+    """Preemption: with none running, the drop events emit no DropPreemptive."""
+    chart = SessionChart(preemptive=True)
+    chart.handle("speech_started", audio_start_ms=0)
+    for event in ("speech_resumed", "context_changed", "preempt_failed"):
+        assert chart.handle(event) == [], event
+    assert chart.handle("clear_input") == []
+    assert chart.handle("close") == []
+
+
+def test_preempt_after_speech_resumed_the_next_pause_starts_another() -> None:
+    """Preemption: dropped when the user speaks on, a later pause of the same turn preempts
+    again."""
+    chart = preempting()
+    chart.handle("speech_resumed")
+    assert chart.handle("turn_paused") == [StartPreemptive()]
+
+
+@pytest.mark.parametrize("turn_detection", ["server_vad", "semantic_vad"])
+def test_preempt_speech_stopped_adopts_after_commit(turn_detection: TurnDetection) -> None:
+    """Preemption: the turn's end (`speech_stopped`) while one runs emits CommitInput, then
+    AdoptPreemptive instead of CreateResponse: `committed` precedes `response.created`."""
+    chart = preempting(turn_detection)
+    assert chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=800) == [
+        AnnounceSpeechStopped(900),
+        CommitInput(900),
+        AdoptPreemptive(),
+    ]
+    assert "standby" in chart.active and "listening" in chart.active
+
+
+def test_preempt_client_commit_without_create_response_drops_not_answered() -> None:
+    """Preemption: a client `commit` (create_response unset: a client commit answers only
+    when it asks) while one runs drops it (`not_answered`) and emits no response effect."""
+    chart = preempting()
+    effects = chart.handle("commit", buffered_ms=800)
+    assert DropPreemptive("not_answered") in effects
+    assert CommitInput(None) in effects
+    assert not any(isinstance(e, CreateResponse | AdoptPreemptive) for e in effects)
+    assert "standby" in chart.active and "listening" in chart.active
+
+
+def test_preempt_client_commit_with_create_response_false_drops_not_answered() -> None:
+    """Preemption: a commit that says create_response=False is not answered either."""
+    chart = preempting()
+    effects = chart.handle("commit", buffered_ms=800, create_response=False)
+    assert DropPreemptive("not_answered") in effects
+    assert not any(isinstance(e, CreateResponse | AdoptPreemptive) for e in effects)
+
+
+def test_preempt_client_commit_with_create_response_adopts() -> None:
+    """Preemption: a client commit that asks for a response adopts the running one, after
+    CommitInput, with no CreateResponse and no drop."""
+    chart = preempting()
+    assert chart.handle("commit", buffered_ms=800, create_response=True) == [
+        CommitInput(None),
+        AdoptPreemptive(),
+    ]
+    assert "standby" in chart.active
+
+
+def test_preempt_empty_or_non_final_commit_keeps_it_running() -> None:
+    """Preemption: a commit that commits nothing (empty, or the bridge's final=False) is not
+    the turn's end: the preemption runs on."""
+    chart = preempting()
+    effects = chart.handle("commit", buffered_ms=0)
+    assert [type(e) for e in effects] == [Reject]
+    assert chart.handle("commit", buffered_ms=800, final=False) == []
+    assert "running" in chart.active and chart.user_speaking
+
+
+def test_preempt_speech_stopped_without_create_response_drops_not_answered() -> None:
+    """Preemption: create_response turned off (session.update) while one runs: the VAD
+    commit wants no response, so it is dropped (`not_answered`) and nothing is created."""
+    chart = preempting()
+    chart.configure(
+        turn_detection="server_vad",
+        create_response=False,
+        interrupt_response=True,
+        preemptive=True,
+    )
+    effects = chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=800)
+    assert DropPreemptive("not_answered") in effects and CommitInput(900) in effects
+    assert not any(isinstance(e, CreateResponse | AdoptPreemptive) for e in effects)
+
+
+def test_preempt_after_adoption_a_turn_without_one_creates_response() -> None:
+    """Preemption: after adoption the region is standby, and a later turn that was not
+    preempted commits and emits CreateResponse, as without preemption."""
+    chart = preempting()
+    chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=800)
+    assert "standby" in chart.active
+    chart.handle("speech_started", audio_start_ms=2000)
+    assert chart.handle("speech_stopped", audio_end_ms=2600, buffered_ms=600) == [
+        AnnounceSpeechStopped(2600),
+        CommitInput(2600),
+        CreateResponse(),
+    ]
+    # And a client commit after an adoption is answered only when it asks, as in v1.
+    chart = preempting()
+    chart.handle("commit", buffered_ms=800, create_response=True)
+    chart.handle("speech_started", audio_start_ms=2000)
+    assert chart.handle("commit", buffered_ms=600) == [CommitInput(None)]
+
+
+def test_preempt_after_a_drop_the_turn_end_creates_response() -> None:
+    """Preemption: dropped (the user spoke on), the turn's end is v1's: CreateResponse."""
+    chart = preempting()
+    chart.handle("speech_resumed")
+    assert chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=800) == [
+        AnnounceSpeechStopped(900),
+        CommitInput(900),
+        CreateResponse(),
+    ]
+
+
+def test_preempt_adopted_response_is_barged_in_as_any() -> None:
+    """Preemption: an adopted response is a response like any: once started, speech
+    interrupts it (rule 1)."""
+    chart = preempting()
+    chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=800)
+    generating(chart, "r1")
+    assert chart.handle("speech_started", audio_start_ms=3000) == [
+        AnnounceSpeechStarted(3000),
+        InterruptResponses("turn_detected"),
+    ]
+
+
+def test_semantic_vad_turns_move_the_input_region() -> None:
+    """Turn detection guard: semantic_vad's VAD events move the input region as server_vad's
+    do, and the VAD commit creates the response."""
+    chart = SessionChart(turn_detection="semantic_vad")
+    assert chart.vad_turns()
+    assert chart.handle("speech_started", audio_start_ms=120) == [AnnounceSpeechStarted(120)]
+    assert chart.user_speaking
+    assert chart.handle("speech_stopped", audio_end_ms=900) == [
+        AnnounceSpeechStopped(900),
+        CommitInput(900),
+        CreateResponse(),
+    ]
+    assert "listening" in chart.active
+
+
+def test_semantic_vad_barge_in() -> None:
+    """Rule 1 under semantic_vad: speech while generating interrupts; while draining too."""
+    chart = generating(SessionChart(turn_detection="semantic_vad"))
+    assert chart.handle("speech_started", audio_start_ms=3000) == [
+        AnnounceSpeechStarted(3000),
+        InterruptResponses("turn_detected"),
+    ]
+    chart = generating(SessionChart(turn_detection="semantic_vad"))
+    chart.handle("response_finished", response_id="r1", audio_pending=True)
+    assert InterruptResponses("turn_detected") in chart.handle("speech_started", audio_start_ms=1)
+
+
+def test_semantic_vad_pause_mode_pauses() -> None:
+    """Pause mode under semantic_vad: speech onset while generating pauses, as server_vad."""
+    chart = generating(SessionChart(turn_detection="semantic_vad", interruption="pause"))
+    assert chart.handle("speech_started", audio_start_ms=100) == [
+        AnnounceSpeechStarted(100),
+        PauseOutput("r1"),
+    ]
+
+
+def test_preemption_region_keeps_exactly_one_state() -> None:
+    """Each region is in exactly one state through every preemption event."""
+    chart = preempting()
+    regions = (
+        {"listening", "user_speaking", "held", "committed"},
+        {"idle", "generating", "draining", "interrupted", "paused"},
+        {"standby", "running"},
+    )
+    for event, kwargs in [
+        ("turn_paused", {}),
+        ("commit", {"buffered_ms": 0}),
+        ("speech_resumed", {}),
+        ("turn_paused", {}),
+        ("speech_stopped", {"audio_end_ms": 900, "buffered_ms": 800}),
+        ("speech_started", {"audio_start_ms": 1000}),
+        ("turn_paused", {}),
+        ("clear_input", {}),
+    ]:
+        chart.handle(event, **kwargs)
+        for region in regions:
+            assert len(region & chart.active) == 1, (event, chart.active)
+
+
+chart_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("speech_started"), st.fixed_dictionaries({"audio_start_ms": st.just(1)})),
+        st.tuples(
+            st.just("speech_stopped"),
+            st.fixed_dictionaries(
+                {
+                    "audio_end_ms": st.just(9),
+                    "buffered_ms": st.sampled_from([0, 8]),
+                    "speech_ms": st.sampled_from([100, 900]),
+                    "heard": st.sampled_from(["nothing", "words", "backchannel", "noise"]),
+                }
+            ),
+        ),
+        st.tuples(
+            st.just("commit"),
+            st.fixed_dictionaries(
+                {
+                    "buffered_ms": st.sampled_from([0, 8]),
+                    "create_response": st.sampled_from([None, True, False]),
+                    "final": st.sampled_from([None, True, False]),
+                }
+            ),
+        ),
+        st.tuples(
+            st.sampled_from(["response_started", "response_settled", "clear", "cancel"]),
+            st.fixed_dictionaries({"response_id": st.sampled_from(["r1", "r2"])}),
+        ),
+        st.tuples(
+            st.just("response_finished"),
+            st.fixed_dictionaries(
+                {"response_id": st.sampled_from(["r1", "r2"]), "audio_pending": st.booleans()}
+            ),
+        ),
+        st.tuples(
+            st.just("overlap_heard"),
+            st.fixed_dictionaries({"speech_ms": st.just(900), "heard": st.just("words")}),
+        ),
+        st.tuples(
+            st.sampled_from(
+                [
+                    "turn_paused",
+                    "turn_paused",
+                    "speech_resumed",
+                    "context_changed",
+                    "preempt_failed",
+                    "clear_input",
+                    "close",
+                    "resume_timer",
+                    "truncate",
+                ]
+            ),
+            st.just({}),
+        ),
+        st.tuples(st.just("configure"), st.fixed_dictionaries({"create_response": st.booleans()})),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    turn_detection=st.sampled_from(["server_vad", "semantic_vad"]),
+    interruption=st.sampled_from(["immediate", "pause"]),
+    steps=chart_steps,
+)
+def test_preemption_properties(
+    turn_detection: TurnDetection, interruption: Any, steps: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """Preemption region, whatever the events: a running one always belongs to a user turn
+    in progress; every StartPreemptive ends in exactly one AdoptPreemptive or DropPreemptive
+    (none without one running); AdoptPreemptive comes right after CommitInput and never with
+    CreateResponse; StartPreemptive only with the output idle."""
+    chart = SessionChart(turn_detection=turn_detection, interruption=interruption, preemptive=True)
+    running = False
+    for event, kwargs in steps:
+        if event == "configure":
+            chart.configure(
+                turn_detection=turn_detection,
+                create_response=kwargs["create_response"],
+                interrupt_response=True,
+                interruption=interruption,
+                preemptive=True,
+            )
+            continue
+        idle_before = "idle" in chart.active
+        effects = chart.handle(event, **kwargs)
+        for n, e in enumerate(effects):
+            if isinstance(e, StartPreemptive):
+                assert not running and idle_before, (event, effects)
+                running = True
+            elif isinstance(e, AdoptPreemptive | DropPreemptive):
+                assert running, (event, effects)
+                running = False
+            if isinstance(e, AdoptPreemptive):
+                assert n > 0 and isinstance(effects[n - 1], CommitInput), effects
+        assert not (AdoptPreemptive() in effects and CreateResponse() in effects), effects
+        assert ("running" in chart.active) == running, (event, chart.active)
+        if running:
+            assert chart.user_speaking, (event, chart.active)

@@ -48,6 +48,8 @@ function log(dir, event) {
   const entry = { t: performance.now(), dir, type: event.type };
   if (event.response_id) entry.response_id = event.response_id;
   else if (event.response && event.response.id) entry.response_id = event.response.id;
+  const input = event.session && event.session.audio && event.session.audio.input;
+  if (input && input.turn_detection) entry.turn_detection = input.turn_detection;
   if (event.type === "response.done") {
     entry.status = event.response.status;
     const details = event.response.status_details;
@@ -260,17 +262,29 @@ function sessionUpdate() {
       audio: {
         input: {
           transcription: { model: "whisper" },
-          turn_detection: {
-            type: "server_vad",
-            threshold: Number($("threshold").value),
-            silence_duration_ms: Number($("silence").value),
-            interrupt_response: tt.interruptResponse,
-            interruption,
-          },
+          turn_detection: turnDetection(interruption),
         },
       },
     },
   });
+}
+
+// server_vad takes the silence knobs, semantic_vad its eagerness (the server refuses the
+// other type's knobs by name rather than ignore them).
+function turnDetection(interruption) {
+  const type = $("turn-type").value;
+  const common = {
+    type,
+    interrupt_response: tt.interruptResponse,
+    interruption,
+    preemptive_response: $("preemptive").checked,
+  };
+  if (type === "semantic_vad") return { ...common, eagerness: $("eagerness").value };
+  return {
+    ...common,
+    threshold: Number($("threshold").value),
+    silence_duration_ms: Number($("silence").value),
+  };
 }
 
 function onServer(event) {
@@ -282,9 +296,15 @@ function onServer(event) {
       const td = event.session && event.session.audio && event.session.audio.input.turn_detection;
       tt.interruptResponse = !td || td.interrupt_response !== false;
       if (td) {
-        $("threshold").value = td.threshold;
-        $("silence").value = td.silence_duration_ms;
+        $("turn-type").value = td.type;
+        if (td.type === "semantic_vad") $("eagerness").value = td.eagerness;
+        else {
+          $("threshold").value = td.threshold;
+          $("silence").value = td.silence_duration_ms;
+        }
+        $("preemptive").checked = td.preemptive_response === true;
       }
+      showTurnKnobs();
       $("interrupt").checked = tt.interruptResponse;
       // The page shows (and acts on) the mode the server holds: a server that does not know
       // the policy echoes none and interrupts at once, and so does the page.
@@ -437,6 +457,15 @@ function showPolicyKnobs() {
 }
 $("interruption").onchange = showPolicyKnobs;
 showPolicyKnobs();
+// Each turn-end type has its own knobs.
+function showTurnKnobs() {
+  const semantic = $("turn-type").value === "semantic_vad";
+  $("eagerness").disabled = !semantic;
+  $("threshold").disabled = semantic;
+  $("silence").disabled = semantic;
+}
+$("turn-type").onchange = showTurnKnobs;
+showTurnKnobs();
 $("connect").onclick = connect;
 $("disconnect").onclick = () => ws && ws.close();
 $("apply").onclick = sessionUpdate;

@@ -1,0 +1,164 @@
+"""The state every part of the session core shares, and its small helpers.
+
+`SessionCore` (orchestrator/core.py) is one object assembled from a few parts, each a module
+about one concept: turn taking (orchestrator/core_turns.py: VAD, end of turn, preemptive
+responses, pause mode, timers), items and transcripts (orchestrator/core_items.py), and the
+responses and the routing of chart effects (core.py itself). This base holds what they all
+read and write, the helpers that build the step (events, actions, notes) and the signatures
+of the methods one part calls in another; no rule lives here.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from orchestrator import conversation as conv
+from orchestrator.actions import (
+    Action,
+    InferenceRequest,
+    StartBackend,
+)
+from orchestrator.audio import OutputAudio
+from orchestrator.core_types import (
+    CoreConfig,
+    CoreErrorCode,
+    Note,
+    Step,
+)
+from orchestrator.end_of_turn import EndOfTurn
+from orchestrator.envelope import Envelope
+from orchestrator.fencing import ResponseFence
+from orchestrator.inputs import (
+    BackendEvent,
+    TranscriptReady,
+)
+from orchestrator.overlap import OverlapStep, OverlapTracker
+from orchestrator.playback import PlaybackLedger
+from orchestrator.preemption import Preemption
+from orchestrator.protocol import client as ce
+from orchestrator.protocol import server as se
+from orchestrator.protocol.session_config import (
+    Interruption,
+    SessionConfig,
+)
+from orchestrator.transcript_wait import TranscriptWait
+from orchestrator.user_input import UserInput
+from statecharts.response import ResponseChart
+from statecharts.session import SessionChart
+
+__all__ = ["CoreState", "LiveResponse"]
+
+
+@dataclass(slots=True)
+class LiveResponse:
+    """A response the session still tracks: generating, or generated and not yet heard."""
+
+    chart: ResponseChart
+    seq: int
+    item_id: str
+    audio: bool
+    request: InferenceRequest
+    text_parts: list[str] = field(default_factory=list)
+    audio_ms: int = 0
+    output_tokens: int = 0
+    encoder: OutputAudio | None = None
+    # Text came without the audio it accompanies (the pipeline cannot align it): heard only
+    # with the whole reply, dropped from a cut (docs/protocol.md rule 5).
+    unaligned_text: bool = False
+
+
+class CoreState:
+    def __init__(self, session_id: str, config: CoreConfig | None = None) -> None:
+        self.config = config or CoreConfig()
+        self.session_id = session_id
+        self.settings = SessionConfig()
+        self.chart = SessionChart()
+        self.conversation = conv.Conversation(self.config.limits)
+        self.ledger = PlaybackLedger(self.config.playback_entries)
+        self.fence = ResponseFence()
+        self.env = Envelope(session_id)
+        self.live: OrderedDict[str, LiveResponse] = OrderedDict()
+        self.input = UserInput(self.config.max_input_buffer_bytes, self.settings.turn_detection)
+        self._ids = 0
+        self._pending_item_id: str | None = None
+        self._events: list[se.ServerEvent] = []
+        self._actions: list[Action] = []
+        self._notes: list[Note] = []
+        self._event_id: str | None = None
+        self._now_ms = 0
+        self._timer_tokens = 0
+        self._wait = TranscriptWait(self.config.transcript_wait_ms)
+        self.overlap = OverlapTracker(
+            Interruption(), transcribe=self.config.transcriber, grace_ms=self.config.grace_ms
+        )
+        self.end_of_turn = EndOfTurn(threshold=0.5)
+        self._preemption: Preemption | None = None
+        self._preempt_tokens = 0
+        # An adopted preemptive response's transcript still to come: the committed turn's.
+        self._adopted_transcript_token: int | None = None
+
+    if TYPE_CHECKING:
+        # Defined by the parts (core.py, core_turns.py, core_items.py); called across them.
+        def _run_session(self, event: str, **kwargs: object) -> None: ...
+        def _run_response(self, rid: str, event: str, **kwargs: object) -> None: ...
+        def _backend(self, event: BackendEvent) -> None: ...
+        def _create_response(
+            self, params: ce.ResponseParams | None, adopted: Preemption | None = None
+        ) -> None: ...
+        def _request(
+            self, params: ce.ResponseParams | None, items: tuple[conv.Item, ...]
+        ) -> InferenceRequest: ...
+        def _transcript(self, ready: TranscriptReady) -> None: ...
+        def _preempt_transcript(self, ready: TranscriptReady) -> None: ...
+        def _release(self, start: StartBackend | None) -> None: ...
+        def _known_transcripts(self, start: StartBackend) -> dict[str, str]: ...
+        def _overlap(self, step: OverlapStep) -> None: ...
+        def _overlap_facts(self) -> dict[str, object]: ...
+
+    @property
+    def buffered_ms(self) -> int:
+        return self.input.buffered_ms
+
+    # Helpers --------------------------------------------------------------------------
+    def _act(self, action: Action | None) -> None:
+        if action is not None:
+            self._actions.append(action)
+
+    def _clock(self, now_ms: int | None) -> None:
+        if now_ms is not None:
+            self._now_ms = max(self._now_ms, now_ms)
+
+    def _last_item_id(self) -> str | None:
+        items = self.conversation.items
+        return items[-1].id if items else None
+
+    def _new_id(self, prefix: str) -> str:
+        # Clients may pick any item id, ours included (they are easy to predict): skip taken ones.
+        while True:
+            self._ids += 1
+            candidate = f"{prefix}_{self.session_id}_{self._ids}"
+            if candidate not in self.conversation:
+                return candidate
+
+    def _error(
+        self,
+        code: CoreErrorCode,
+        message: str,
+        param: str | None = None,
+        *,
+        event_id: str | Literal["client"] | None = "client",
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        # By default the error names the client event being handled (rule 7).
+        eid = self._event_id if event_id == "client" else event_id
+        self._events.append(self.env.error(code, message, param, eid))
+
+    def _item_not_found(self, item_id: str, param: str = "item_id") -> None:
+        self._error("item_not_found", f"Item with id '{item_id}' not found.", param)
+
+    def _flush(self) -> Step:
+        step = Step(tuple(self._events), tuple(self._actions), tuple(self._notes))
+        self._events, self._actions, self._notes = [], [], []
+        return step
