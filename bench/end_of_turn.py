@@ -105,7 +105,8 @@ class Run:
         if self.models:
             return self.models
         needed = [m for p in self.pipelines for m in needed_models(ServiceConfig(pipeline=p))]
-        return tuple(dict.fromkeys([*needed, TURN_MODEL]))
+        # semantic_vad hears a pause's words through asr's fast decode, on the null pipeline too.
+        return tuple(dict.fromkeys([*needed, TURN_MODEL, "asr"]))
 
 
 def counters(server: RealtimeProcess) -> dict[str, float]:

@@ -86,6 +86,9 @@ class ItemHandling(CoreState):
         if ready.purpose == "preempt":
             self._preempt_transcript(ready)
             return
+        if ready.purpose == "end_of_turn":
+            self._turn_heard(ready)
+            return
         if ready.transcript is not None:
             self.conversation.set_transcript(ready.item_id, ready.transcript)
         self._release(self._wait.answered(ready.item_id))

@@ -106,12 +106,16 @@ class TurnTaking(CoreState):
     def _vad_event(self, event: VadEvent, cause: EndCause | None = None) -> None:
         if isinstance(event, VadPaused):
             if self._semantic:
-                token = self.end_of_turn.ask()
+                words = self.config.transcriber
+                token = self.end_of_turn.ask(with_words=words)
                 # All the turn's audio buffered when asked (the VAD trails the client by some
                 # tens of ms): measured better than cutting it at the VAD's chunk (premature
                 # ends 50% vs 54%, complete turns late 46% vs 58%; docs/benchmarks.md).
                 audio = self.input.audio_since(0, TURN_WINDOW_MS)
                 self._actions.append(PredictTurn(token, audio))
+                if words:
+                    item_id = self._pending_item_id or ""
+                    self._actions.append(Transcribe(item_id, audio, "end_of_turn", token))
             self._run_session("turn_paused")
             return
         if isinstance(event, VadResumed):
@@ -158,6 +162,13 @@ class TurnTaking(CoreState):
             return
         verdict = self.end_of_turn.answered(answer.token, answer.probability)
         self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+        if verdict.end and verdict.cause is not None:
+            self._end_turn(verdict.cause)
+
+    def _turn_heard(self, ready: TranscriptReady) -> None:
+        if not self._semantic:
+            return
+        verdict = self.end_of_turn.heard(ready.token, ready.transcript)
         if verdict.end and verdict.cause is not None:
             self._end_turn(verdict.cause)
 

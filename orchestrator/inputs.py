@@ -100,8 +100,9 @@ BackendEvent = BackendText | BackendAudio | BackendDone | BackendFailed
 # `turn`: a committed user turn's transcript; `overlap`: a partial of pause mode's overlapping
 # speech (orchestrator/overlap.py), never shown to the client; `preempt`: the turn so far, for
 # a preemptive response of the cascade (orchestrator/preemption.py), the committed turn's own
-# once that response is adopted.
-TranscriptPurpose = Literal["turn", "overlap", "preempt"]
+# once that response is adopted; `end_of_turn`: the turn so far at a semantic_vad pause
+# (orchestrator/end_of_turn.py), never shown to the client.
+TranscriptPurpose = Literal["turn", "overlap", "preempt", "end_of_turn"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,8 +259,10 @@ class SessionActor:
         assert transcriber is not None  # the core asks only when told there is one
         seconds = job.audio16k.shape[0] / 16000
         try:
-            # An overlap's partial must be back within the decision's grace: the fast decode.
-            text = await transcriber.transcribe(job.audio16k, partial=job.purpose == "overlap")
+            # An overlap's partial must be back within the decision's grace, and a pause's
+            # words with its end-of-turn verdict: the fast decode.
+            fast = job.purpose in ("overlap", "end_of_turn")
+            text = await transcriber.transcribe(job.audio16k, partial=fast)
         except Exception as error:  # the model's message reaches the client as-is
             answer = TranscriptReady(job.item_id, None, str(error), seconds, job.purpose, job.token)
         else:

@@ -4,10 +4,10 @@ clock."""
 
 from __future__ import annotations
 
-from orchestrator.actions import PredictTurn
+from orchestrator.actions import PredictTurn, Transcribe
 from orchestrator.core import CoreConfig, SessionCore, Step
 from orchestrator.core_types import TurnEnded
-from orchestrator.inputs import TurnPrediction
+from orchestrator.inputs import TranscriptReady, TurnPrediction
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import SemanticVad, ServerVad, SessionPatch
@@ -17,8 +17,11 @@ from tests.orchestrator.core_driver import CoreDriver, of, types
 class Session(CoreDriver):
     """A session whose VAD answers every append at once; the clock follows the audio."""
 
-    def __init__(self, vad: SemanticVad | ServerVad, *, turn_model: bool = True) -> None:
-        super().__init__(SessionCore("t", CoreConfig(turn_model=turn_model)))
+    def __init__(
+        self, vad: SemanticVad | ServerVad, *, turn_model: bool = True, transcriber: bool = False
+    ) -> None:
+        config = CoreConfig(turn_model=turn_model, transcriber=transcriber)
+        super().__init__(SessionCore("t", config))
         self.handle(ce.SessionUpdate(session=SessionPatch(turn_detection=vad)))
 
     def pause(self) -> PredictTurn:
@@ -155,3 +158,29 @@ def test_switching_back_to_server_vad_ignores_late_answers() -> None:
     ask = s.pause()
     s.handle(ce.SessionUpdate(session=SessionPatch(turn_detection=ServerVad())))
     assert not types(s.handle(TurnPrediction(ask.token, 0.99)))
+
+
+def test_with_a_transcriber_the_pause_is_heard_too_and_words_that_go_on_keep_the_turn() -> None:
+    """The pause's words (asr's fast decode, never shown to the client) decide with the
+    model: "a table for" keeps the turn open though the model says complete."""
+    s = Session(SemanticVad(eagerness="medium"), transcriber=True)
+    s.speak(640, 1.0)
+    ask = s.pause()
+    [words] = [t for t in of(s.last, Transcribe) if t.purpose == "end_of_turn"]
+    assert words.token == ask.token
+    assert not types(s.handle(TurnPrediction(ask.token, 0.95)))  # waits for the words
+    heard = TranscriptReady(
+        words.item_id, "Book a table for", None, 0.3, "end_of_turn", words.token
+    )
+    assert not types(s.handle(heard))
+    # The user goes on and stops: this time the words end.
+    s.speak(320, 1.0)
+    ask = s.pause()
+    [words] = [t for t in of(s.last, Transcribe) if t.purpose == "end_of_turn"]
+    done = TranscriptReady(
+        words.item_id, "Book a table for four.", None, 0.3, "end_of_turn", words.token
+    )
+    s.handle(done)
+    out = s.handle(TurnPrediction(ask.token, 0.95))
+    assert "input_audio_buffer.committed" in types(out)
+    assert "conversation.item.input_audio_transcription.completed" not in types(out)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.end_of_turn import FALLBACK_SILENCE_MS, EndOfTurn, Verdict
+from orchestrator.end_of_turn import FALLBACK_SILENCE_MS, EndOfTurn, Verdict, continues
 from orchestrator.protocol.session_config import EAGERNESS_THRESHOLD
 
 END = Verdict(True, "model")
@@ -228,3 +229,66 @@ def test_only_the_current_ask_ends_a_turn_and_outages_are_told_once(
         assert eot.down is down
         assert eot.silence_limit_ms == (FALLBACK_SILENCE_MS if down else None)
         assert eot.cause_of_silence_stop() == ("fallback" if down else "timeout")
+
+
+# Words: a pause's transcript and the model's probability decide together.
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "I would like to book a table for",
+        "Please turn off the light in the",
+        "I want to go to the station and",
+        "Book it for my...",
+        "So, um",
+        "Let me think,",
+    ],
+)
+def test_words_that_go_on_are_a_continuation(words: str) -> None:
+    assert continues(words)
+
+
+@pytest.mark.parametrize(
+    "words",
+    ["What is the weather like in Paris today?", "Book a table for four.", "Yes, I can.", ""],
+)
+def test_words_that_end_are_not_a_continuation(words: str) -> None:
+    assert not continues(words)
+
+
+def test_with_words_the_verdict_waits_for_both_answers() -> None:
+    """Rule: the verdict waits for the probability and the transcript, in either order."""
+    e = EndOfTurn(0.5)
+    token = e.ask(with_words=True)
+    assert not e.answered(token, 0.9).end
+    assert e.heard(token, "What time is it?") == Verdict(True, "model")
+    token = e.ask(with_words=True)
+    assert not e.heard(token, "What time is it?").end
+    assert e.answered(token, 0.9) == Verdict(True, "model")
+
+
+def test_words_that_go_on_keep_the_turn_open_whatever_the_probability() -> None:
+    e = EndOfTurn(0.5)
+    token = e.ask(with_words=True)
+    e.answered(token, 0.99)
+    assert not e.heard(token, "I would like to book a table for").end
+
+
+def test_a_failed_or_empty_transcript_leaves_the_model_alone_to_decide() -> None:
+    e = EndOfTurn(0.5)
+    token = e.ask(with_words=True)
+    e.answered(token, 0.9)
+    assert e.heard(token, None).end
+    token = e.ask(with_words=True)
+    assert e.heard(token, "") == Verdict(False)
+    assert e.answered(token, 0.9).end
+
+
+def test_words_of_a_stale_ask_decide_nothing() -> None:
+    e = EndOfTurn(0.5)
+    old = e.ask(with_words=True)
+    new = e.ask(with_words=True)
+    e.answered(new, 0.9)
+    assert not e.heard(old, "Done.").end
+    assert e.heard(new, "Done.").end
