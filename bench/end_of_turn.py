@@ -44,7 +44,7 @@ import numpy as np
 
 from bench import report
 from bench.end_of_turn_corpus import VOICES, CorpusPlan, TurnItem, build_corpus
-from bench.end_of_turn_sessions import Config, Outcome, ms, probe, run_items
+from bench.end_of_turn_sessions import Config, Outcome, probe, run_items
 from bench.overlap_corpus import room_tone
 from bench.serve_process import RealtimeProcess, local_triton
 from orchestrator.service.config import PIPELINES, Pipeline, ServiceConfig
@@ -214,16 +214,6 @@ def measure(run: Run, triton_url: str | None) -> Measured:
     return measured
 
 
-def _cell(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{ms(values, 0.5):.0f} / {ms(values, 0.9):.0f}"
-
-
-def _share(part: int, whole: int) -> str:
-    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
-
-
 def _of(outcomes: list[Outcome], kind: str) -> list[Outcome]:
     return [o for o in outcomes if o.item.kind == kind]
 
@@ -264,13 +254,13 @@ def _decision_row(result: ModeResult) -> str:
     cells = [
         config.label,
         f"{len(complete)} + {len(paused)}",
-        _share(sum(o.premature for o in paused), len(paused)),
-        _share(sum(o.premature for o in complete), len(complete)),
+        report.share(sum(o.premature for o in paused), len(paused)),
+        report.share(sum(o.premature for o in complete), len(complete)),
         f"{np.mean(commits):.2f}" if commits else "-",
-        _cell(_latencies(complete)),
-        _cell(_latencies(not_cut)),
-        _share(len(_late(outcomes)), len(complete)),
-        "-" if config.type == "server_vad" else _share(len(waited), len(outcomes)),
+        report.median_p90(_latencies(complete)),
+        report.median_p90(_latencies(not_cut)),
+        report.share(len(_late(outcomes)), len(complete)),
+        "-" if config.type == "server_vad" else report.share(len(waited), len(outcomes)),
         _server_decisions(result.counters),
     ]
     return "| " + " | ".join(cells) + " |"
@@ -299,10 +289,10 @@ def _first_audio_row(result: ModeResult) -> str:
         result.pipeline,
         config.label,
         f"{len(complete)} + {len(paused)}",
-        _cell(_first_audio(complete)),
-        _cell(_first_audio([o for o in outcomes if not o.premature])),
-        _cell(commit_to_audio),
-        _share(sum(o.premature for o in paused), len(paused)),
+        report.median_p90(_first_audio(complete)),
+        report.median_p90(_first_audio([o for o in outcomes if not o.premature])),
+        report.median_p90(commit_to_audio),
+        report.share(sum(o.premature for o in paused), len(paused)),
         counts,
         dropped,
     ]
@@ -310,7 +300,7 @@ def _first_audio_row(result: ModeResult) -> str:
 
 
 def _median_ms(values: list[float]) -> float:
-    return ms(values, 0.5)
+    return report.ms(values, 0.5)
 
 
 def _verdict(ok: bool) -> str:

@@ -29,18 +29,16 @@ What an outcome says:
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import msgspec
-import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
 from bench.end_of_turn_corpus import TurnItem
-from bench.speech import Audio, pcm16
+from bench.realtime_wire import append_message, event_kind
+from bench.speech import Audio
 
 TurnType = Literal["server_vad", "semantic_vad"]
 Eagerness = Literal["low", "medium", "high", "auto"]
@@ -134,14 +132,6 @@ class Config:
         return None
 
 
-class _Kind(msgspec.Struct):
-    type: str
-    response_id: str | None = None
-
-
-_kind = msgspec.json.Decoder(_Kind).decode
-
-
 @dataclass
 class Outcome:
     """What one session saw (client seconds); None: never seen."""
@@ -218,12 +208,6 @@ class Outcome:
         return now >= self.final_commit + ANSWER_S
 
 
-def _append(samples: Audio) -> str:
-    return json.dumps(
-        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16(samples)).decode()}
-    )
-
-
 def _on_event(event: dict[str, Any], at: float, out: Outcome) -> None:
     kind = event["type"]
     response = event.get("response") if isinstance(event.get("response"), dict) else None
@@ -245,7 +229,7 @@ async def _read(ws: ClientConnection, out: Outcome) -> None:
     loop = asyncio.get_running_loop()
     async for raw in ws:
         at = loop.time()
-        kind = _kind(raw)
+        kind = event_kind(raw)
         if kind.type in AUDIO_DELTAS:
             if kind.response_id is not None:
                 out.first_audio.setdefault(kind.response_id, at)
@@ -279,7 +263,7 @@ async def _microphone(ws: ClientConnection, item: TurnItem, tone: Audio, out: Ou
             if n >= lead:
                 part = item.audio[(n - lead) * step : (n - lead + 1) * step]
                 chunk[: len(part)] += part
-            await ws.send(_append(chunk))
+            await ws.send(append_message(chunk))
             if n in marks:
                 setattr(out, marks[n], loop.time())
             n += 1
@@ -340,8 +324,3 @@ async def run_items(
             return await run_item(url, item, config, tone, max_output_tokens)
 
     return list(await asyncio.gather(*(one(i, it) for i, it in enumerate(items))))
-
-
-def ms(values: list[float], q: float) -> float:
-    """The q-quantile of `values` in ms; nan when there are none."""
-    return float(np.quantile(np.asarray(values), q) * 1000) if values else float("nan")

@@ -36,7 +36,7 @@ import numpy as np
 
 from bench import report
 from bench.overlap_corpus import KINDS, CorpusPlan, Kind, build_corpus, room_tone
-from bench.overlap_sessions import Mode, Outcome, Policy, ms, run_items
+from bench.overlap_sessions import Mode, Outcome, Policy, run_items
 from bench.serve_process import RealtimeProcess, local_triton
 
 HEADING = "## Interruptions"
@@ -104,16 +104,6 @@ def measure(run: Run, triton_url: str | None) -> Measured:
     return measured
 
 
-def _cell(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{ms(values, 0.5):.1f} / {ms(values, 0.9):.1f}"
-
-
-def _share(part: int, whole: int) -> str:
-    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
-
-
 def _gaps(outcomes: list[Outcome], start: str, end: str) -> list[float]:
     gaps = []
     for out in outcomes:
@@ -139,20 +129,20 @@ def _without_transcript(outcomes: list[Outcome]) -> str:
     if not decided:
         return "-"
     blind = sum(1 for d in decided if d.get("transcript") is None)
-    return _share(blind, len(decided))
+    return report.share(blind, len(decided))
 
 
 def _row(mode: Mode, kind: Kind | str, outcomes: list[Outcome]) -> str:
     n = len(outcomes)
     cut = sum(out.interrupted for out in outcomes)
     truth_interrupt = kind == "interruption"
-    false = "-" if truth_interrupt else _share(cut, n)
-    missed = _share(n - cut, n) if truth_interrupt else "-"
+    false = "-" if truth_interrupt else report.share(cut, n)
+    missed = report.share(n - cut, n) if truth_interrupt else "-"
     if kind == "all":
         positives = [o for o in outcomes if o.item.kind == "interruption"]
         negatives = [o for o in outcomes if o.item.kind != "interruption"]
-        false = _share(sum(o.interrupted for o in negatives), len(negatives))
-        missed = _share(sum(not o.interrupted for o in positives), len(positives))
+        false = report.share(sum(o.interrupted for o in negatives), len(negatives))
+        missed = report.share(sum(not o.interrupted for o in positives), len(positives))
     cuts = [o for o in outcomes if o.interrupted]
     cells = [
         mode,
@@ -160,11 +150,11 @@ def _row(mode: Mode, kind: Kind | str, outcomes: list[Outcome]) -> str:
         str(n),
         false,
         missed,
-        _cell(_gaps(outcomes, "onset", "speech_started")),
-        _cell(_gaps(outcomes, "speech_started", "paused")),
-        _cell(_gaps(outcomes, "onset", "paused")),
-        _cell(_gaps(cuts, "onset", "interrupted_at")),
-        _share(sum(o.completed for o in outcomes), n),
+        report.median_p90(_gaps(outcomes, "onset", "speech_started"), 1),
+        report.median_p90(_gaps(outcomes, "speech_started", "paused"), 1),
+        report.median_p90(_gaps(outcomes, "onset", "paused"), 1),
+        report.median_p90(_gaps(cuts, "onset", "interrupted_at"), 1),
+        report.share(sum(o.completed for o in outcomes), n),
         _reasons(outcomes),
         _without_transcript(outcomes),
     ]
@@ -176,8 +166,10 @@ def _targets(pause: list[Outcome], min_speech_ms: int) -> list[str]:
     positives = [o for o in pause if o.item.kind == "interruption"]
     false = sum(o.interrupted for o in negatives) / max(1, len(negatives))
     missed = sum(not o.interrupted for o in positives) / max(1, len(positives))
-    reaction = ms(_gaps(pause, "speech_started", "paused"), 1.0)
-    interrupt = ms(_gaps([o for o in positives if o.interrupted], "onset", "interrupted_at"), 0.5)
+    reaction = report.ms(_gaps(pause, "speech_started", "paused"), 1.0)
+    interrupt = report.ms(
+        _gaps([o for o in positives if o.interrupted], "onset", "interrupted_at"), 0.5
+    )
     limit = min_speech_ms + INTERRUPT_MARGIN_MS
 
     def verdict(ok: bool) -> str:

@@ -19,7 +19,6 @@ Times are `loop.time()` on the client; what is measured:
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,15 +28,10 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
+from bench.realtime_wire import append_pcm16
 from bench.speech import RATE, Audio, pcm16
 
 APPEND_MS = 100
-
-
-def _append(pcm: bytes) -> str:
-    return json.dumps(
-        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode()}
-    )
 
 
 @dataclass(frozen=True)
@@ -52,8 +46,8 @@ class Script:
     def from_audio(cls, audio: Audio) -> Script:
         step = RATE * APPEND_MS // 1000
         pcm = pcm16(np.concatenate([audio, np.zeros(-len(audio) % step, np.float32)]))
-        speech = tuple(_append(pcm[i : i + 2 * step]) for i in range(0, len(pcm), 2 * step))
-        return cls(speech, _append(bytes(2 * step)), pcm)
+        speech = tuple(append_pcm16(pcm[i : i + 2 * step]) for i in range(0, len(pcm), 2 * step))
+        return cls(speech, append_pcm16(bytes(2 * step)), pcm)
 
 
 def session_update(max_tokens: int, *, server_vad: bool = True) -> str:

@@ -21,19 +21,17 @@ Every event time is the client's `loop.time()` at receipt.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import msgspec
-import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
 from bench.overlap_corpus import OverlapItem
-from bench.speech import Audio, pcm16
+from bench.realtime_wire import append_message, event_kind
+from bench.speech import Audio
 
 Mode = Literal["immediate", "pause"]
 APPEND_S = 0.02
@@ -85,14 +83,6 @@ class Policy:
         return json.dumps({"type": "session.update", "session": session})
 
 
-class _Kind(msgspec.Struct):
-    type: str
-    response_id: str | None = None
-
-
-_kind = msgspec.json.Decoder(_Kind).decode
-
-
 @dataclass
 class Outcome:
     """What one session saw (client seconds); None: never seen."""
@@ -142,17 +132,11 @@ class Outcome:
         return self.paused is None or self.decisions > 0
 
 
-def _append(samples: Audio) -> str:
-    return json.dumps(
-        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16(samples)).decode()}
-    )
-
-
 async def _read(ws: ClientConnection, out: Outcome, arrived: dict[str, float]) -> None:
     loop = asyncio.get_running_loop()
     async for raw in ws:
         at = loop.time()
-        kind = _kind(raw)
+        kind = event_kind(raw)
         if kind.type == "response.output_audio.delta":
             if out.answer_id is None or kind.response_id != out.answer_id:
                 continue
@@ -226,7 +210,7 @@ async def _microphone(
             if overlap_at is not None:
                 part = item.audio[(n - overlap_at) * step : (n - overlap_at + 1) * step]
                 chunk[: len(part)] += part
-            await ws.send(_append(chunk))
+            await ws.send(append_message(chunk))
             now = loop.time()
             if overlap_at == n:
                 out.onset = now
@@ -283,8 +267,3 @@ async def run_items(
             return await run_item(url, item, policy, tone)
 
     return list(await asyncio.gather(*(one(i, it) for i, it in enumerate(items))))
-
-
-def ms(values: list[float], q: float) -> float:
-    """The q-quantile of `values` in ms; nan when there are none."""
-    return float(np.quantile(np.asarray(values), q) * 1000) if values else float("nan")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import numpy as np
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
@@ -33,3 +35,20 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def ms(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (seconds) in ms; nan when there are none."""
+    return float(np.quantile(np.asarray(values), q) * 1000) if values else float("nan")
+
+
+def median_p90(values: list[float], digits: int = 0) -> str:
+    """A table cell: "median / p90" in ms with `digits` decimals, "-" when there are none."""
+    if not values:
+        return "-"
+    return f"{ms(values, 0.5):.{digits}f} / {ms(values, 0.9):.{digits}f}"
+
+
+def share(part: int, whole: int) -> str:
+    """A table cell: "part/whole (percent)", "-" of nothing."""
+    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
