@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs
+APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs nginx
 
 export HF_HUB_OFFLINE := 1
 
@@ -64,9 +64,11 @@ bench-gpu:
 fuzz: $(STAMP)
 	$(BIN)/python -m bench.fuzz
 
-# 10,000 interruptions and 1,000 session open/close cycles; memory and descriptors reported.
+# 10,000 interruptions and 1,000 session open/close cycles; then 2,000 connections cut under
+# concurrent sessions and resumed (bench/drop_soak.py); memory and descriptors reported.
 soak: $(STAMP)
 	$(BIN)/python -m bench.soak
+	$(BIN)/python -m bench.drop_soak
 
 clean:
 	rm -rf $(VENV)

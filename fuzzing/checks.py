@@ -5,6 +5,8 @@ Rules (each failure names the one it broke):
   (`orchestrator.protocol.server`), has a non-empty `event_id`, and, where the openai SDK
   knows its type, validates as the SDK's model too.
 - Event ids: no server `event_id` is sent twice in a session.
+- Sequence (v2): where events carry `server_event_seq` (the live server; the in-memory runner
+  has no session link), each is the last one's plus 1, from 1: no gap, no repeat.
 - Rule 3: every `response.done` names a response that was created, at most once each;
   `conversation_already_has_active_response` only while one of them has not ended, and
   `response_not_active` only when all have.
@@ -86,6 +88,7 @@ class SessionLog:
         self.created: list[str] = []
         self.done: Counter[str] = Counter()
         self.event_ids: set[str] = set()
+        self.last_seq = 0
         self.problems: list[str] = []
 
     @property
@@ -110,6 +113,11 @@ class SessionLog:
             if event_id in self.event_ids:
                 self.problems.append(f"event_id {event_id!r} sent twice")
             self.event_ids.add(event_id)
+        seq = event.get("server_event_seq")
+        if seq is not None:
+            if seq != self.last_seq + 1:
+                self.problems.append(f"server_event_seq {seq} after {self.last_seq}")
+            self.last_seq = seq if isinstance(seq, int) else self.last_seq
         if kind == "session.created":
             self.known.session_id = str(event.get("session", {}).get("id", self.known.session_id))
         elif kind in ("conversation.item.added", "response.output_item.added"):

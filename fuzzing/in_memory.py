@@ -43,6 +43,7 @@ from orchestrator.actions import Action, EndSession
 from orchestrator.core import CoreConfig, CoreInput, SessionCore, Step
 from orchestrator.inputs import CloseReason, CloseRequested
 from orchestrator.protocol import server as se
+from orchestrator.protocol.client import SessionEventAck, SessionResume
 from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
 from orchestrator.service.config import ServiceConfig
 
@@ -97,6 +98,8 @@ class _Session:
         event = decode_client_event(
             frame, max_bytes=MAX_MESSAGE_BYTES, input_audio_format=self.core.input_format
         )
+        if isinstance(event, (SessionResume, SessionEventAck)):
+            return []  # the session's link answers these (session_link.py), not the core
         return self.feed(event)
 
     def gap(self) -> None:

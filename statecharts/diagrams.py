@@ -14,12 +14,14 @@ from statemachine.contrib.diagram import DotGraphMachine, MermaidGraphMachine
 from statemachine.contrib.diagram.graphviz import run_graphviz
 
 from statecharts.base import Chart
+from statecharts.connection import ConnectionChart
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
 CHARTS: tuple[tuple[str, type[Chart]], ...] = (
     ("session_chart", SessionChart),
     ("response_chart", ResponseChart),
+    ("connection_chart", ConnectionChart),
 )
 
 # Graphviz stamps its version into the SVG; staleness is about the chart, not the tool.

@@ -214,6 +214,41 @@ class DropPreemptive:
     reason: PreemptDropReason
 
 
+# Why a session ended while no client held it open (statecharts/connection.py).
+UnattendedEnd = Literal["client_left", "grace_expired", "journal_overflow"]
+
+
+@dataclass(frozen=True, slots=True)
+class ArmGrace:
+    """The connection was lost without a 1000 close: the session lives on for its grace,
+    its running responses going on and their events journaled."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelGrace:
+    """A resume came within the grace: the session is not to end."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceConnection:
+    """Another connection resumed the session while this one is still open: tell it
+    (`session_replaced`) and close it with 1000."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttachConnection:
+    """Carry the session on the resuming connection: `session.resumed`, the replay, then
+    live events."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndUnattended:
+    """End the session as a client leaving does (streams cancelled, metrics); no client
+    is there to tell."""
+
+    cause: UnattendedEnd
+
+
 Effect = (
     StartBackend
     | CancelBackend
@@ -238,4 +273,9 @@ Effect = (
     | StartPreemptive
     | AdoptPreemptive
     | DropPreemptive
+    | ArmGrace
+    | CancelGrace
+    | ReplaceConnection
+    | AttachConnection
+    | EndUnattended
 )

@@ -26,11 +26,14 @@ __all__ = [
     "InputAudioBufferAppend",
     "InputAudioBufferClear",
     "InputAudioBufferCommit",
+    "LinkEvent",
     "OutputAudioBufferClear",
     "PlaybackAck",
     "ResponseCancel",
     "ResponseCreate",
     "ResponseParams",
+    "SessionEventAck",
+    "SessionResume",
     "SessionUpdate",
 ]
 
@@ -151,6 +154,29 @@ ClientEvent = (
     | ConversationContextRetrieve
 )
 
+
+class SessionResume(_ClientEvent, frozen=True, kw_only=True, tag="session.resume"):
+    """v2: take up a session whose connection was lost (docs/protocol.md "Session resume").
+
+    Only as a connection's first client event; the session actor's link answers it, never
+    the session core.
+    """
+
+    session_id: str
+    resume_token: str
+    last_server_event_seq: NonNegative
+
+
+class SessionEventAck(_ClientEvent, frozen=True, kw_only=True, tag="session.event_ack"):
+    """v2: the client has every server event up to this seq; the journal may drop them."""
+
+    server_event_seq: NonNegative
+
+
+# About the connection rather than the conversation: handled by the session's link
+# (orchestrator/session_link.py), so the core's dispatch never sees them.
+LinkEvent = SessionResume | SessionEventAck
+
 CLIENT_EVENT_TYPES: frozenset[str] = frozenset(
-    str(cls.__struct_config__.tag) for cls in ClientEvent.__args__
+    str(cls.__struct_config__.tag) for cls in (*ClientEvent.__args__, *LinkEvent.__args__)
 )

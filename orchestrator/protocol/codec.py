@@ -22,8 +22,11 @@ from .client import (
     InputAudioBufferAppend,
     InputAudioBufferClear,
     InputAudioBufferCommit,
+    LinkEvent,
     OutputAudioBufferClear,
     ResponseCancel,
+    SessionEventAck,
+    SessionResume,
 )
 from .client_wire import (
     WireConversationItemCreate,
@@ -62,6 +65,8 @@ _WireClientEvent = (
     | OutputAudioBufferClear
     | WirePlaybackAck
     | ConversationContextRetrieve
+    | SessionResume
+    | SessionEventAck
 )
 
 # Decoders hold no per-call state; building them once is what makes decoding cheap.
@@ -175,7 +180,7 @@ def _invalid_event(
 
 def _decode(
     data: bytes | bytearray | memoryview | str, max_bytes: int, input_audio_format: AudioFormat
-) -> ClientEvent | ProtocolError:
+) -> ClientEvent | LinkEvent | ProtocolError:
     size = _too_large(data, max_bytes)
     if size is not None:
         return ProtocolError(
@@ -221,7 +226,7 @@ def decode_client_event(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     input_audio_format: AudioFormat = PCM16,
-) -> ClientEvent | ProtocolError:
+) -> ClientEvent | LinkEvent | ProtocolError:
     """Parse one WebSocket message into a client event, or say precisely what is wrong.
 
     Never raises (docs/protocol.md rule 7). `input_audio_format` is the session's current input
@@ -266,8 +271,16 @@ class ServerEventEncoder:
         self._count += 1
         return f"{self._prefix}{self._count}"
 
-    def encode(self, event: ServerEvent) -> bytes:
-        """JSON for the wire; an empty `event_id` is filled with the next session id."""
+    def encode(self, event: ServerEvent, seq: int | None = None) -> bytes:
+        """JSON for the wire; an empty `event_id` is filled with the next session id, and
+        `seq` (v2) becomes the event's `server_event_seq`."""
         if not event.event_id:
-            event = msgspec.structs.replace(event, event_id=self.next_event_id())
+            if seq is None:
+                event = msgspec.structs.replace(event, event_id=self.next_event_id())
+            else:
+                event = msgspec.structs.replace(
+                    event, event_id=self.next_event_id(), server_event_seq=seq
+                )
+        elif seq is not None:
+            event = msgspec.structs.replace(event, server_event_seq=seq)
         return self._encoder.encode(event)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from .items import MessageItem, OutputAudio, OutputText
 from .response import Response
@@ -58,6 +59,7 @@ __all__ = [
     "ResponsePartText",
     "ServerEvent",
     "SessionCreated",
+    "SessionResumed",
     "SessionUpdated",
     "TranscriptionError",
     "TranscriptionUsageDuration",
@@ -68,6 +70,9 @@ __all__ = [
 
 class _ServerEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     event_id: str = ""
+    # v2: the session's event number, stamped by the encoder (1 for `session.created`, then
+    # +1 per event); unset (omitted) for events about the connection, which are outside it.
+    server_event_seq: int | UnsetType = UNSET
 
 
 # --- session ---------------------------------------------------------------------------
@@ -75,6 +80,17 @@ class _ServerEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 
 class SessionCreated(_ServerEvent, frozen=True, kw_only=True, tag="session.created"):
     session: SessionObject
+    # v2: the secret a later connection resumes this session with; unset (omitted) until the
+    # session actor's link fills it in.
+    resume_token: str | UnsetType = UNSET
+
+
+class SessionResumed(_ServerEvent, frozen=True, kw_only=True, tag="session.resumed"):
+    """v2: this connection now carries `session_id`; replay starts at `replayed_from_seq`."""
+
+    session_id: str
+    resume_token: str
+    replayed_from_seq: int
 
 
 class SessionUpdated(_ServerEvent, frozen=True, kw_only=True, tag="session.updated"):
@@ -432,6 +448,7 @@ class ConversationContext(_ServerEvent, frozen=True, kw_only=True, tag="conversa
 
 ServerEvent = (
     SessionCreated
+    | SessionResumed
     | SessionUpdated
     | ConversationItemAdded
     | ConversationItemDone

@@ -18,7 +18,10 @@ Rules (what it guarantees):
 5. Loopback. With no keys configured only loopback clients (127.0.0.0/8, ::1, and v4-mapped
    forms) are admitted, all as one `anonymous` identity; a key they send is ignored.
 6. Sessions: at most `max_sessions_per_key` open at once per identity (0: no limit). An
-   admission holds a `Lease`; releasing it (idempotent) frees the slot.
+   admission holds a `Lease`; releasing it (idempotent) frees the slot. A connection that
+   comes to resume one of its identity's sessions now in its grace (the caller's `resuming`)
+   is admitted past the limit: the session it resumes holds a slot already, and its own is
+   freed when the resume succeeds (docs/protocol.md "Session resume").
 7. Append rate, per identity (shared by all its sessions, kept across reconnects): a token
    bucket over decoded `input_audio_buffer.append` audio bytes, refilled at
    `append_bytes_per_s` up to `append_bytes_per_s * append_burst_s`. An append passes when the
@@ -296,8 +299,12 @@ class AccessControl:
         state = self._states.get(identity)
         return 0 if state is None else state.sessions
 
-    def admit(self, request: Handshake) -> Admitted | Refused:
-        """A realtime session: origin, then credentials, then the identity's session limit."""
+    def admit(
+        self, request: Handshake, resuming: Callable[[str], bool] | None = None
+    ) -> Admitted | Refused:
+        """A realtime session: origin, then credentials, then the identity's session limit
+        (`resuming(identity)`: the connection names one of that identity's sessions in its
+        grace, rule 6)."""
         refused = self.check_origin(request)
         if refused is not None:
             return refused
@@ -306,7 +313,7 @@ class AccessControl:
             return who
         state = self._state(who.name)
         limit = self.settings.max_sessions_per_key
-        if limit and state.sessions >= limit:
+        if limit and state.sessions >= limit and not (resuming and resuming(who.name)):
             return Refused(
                 "session_limit_reached",
                 f"too many open sessions for this API key (limit {limit}); try again later",

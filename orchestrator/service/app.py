@@ -1,14 +1,9 @@
 """The ASGI app: `/v1/realtime` (docs/protocol.md), `/healthz`, `/readyz`, `/metrics`.
 
 A thin I/O layer in the h11/wsproto manner: it moves WebSocket messages between the socket and
-the session actor and knows nothing of the protocol beyond text frames.
-
-Message sizes (docs/protocol.md rule 7) have two limits:
-- `max_message_bytes` (15 MiB): the codec's. A bigger message still reaches the session and is
-  answered with an `error` `message_too_large`; the session goes on.
-- the transport limit, `transport_max_message_bytes()` (twice that plus a margin): hypercorn's
-  own. Only a message beyond it closes the socket, with 1009 and a reason, and it is never held
-  in memory whole (`install_transport_limit`). Between the two, every message is answered.
+a connection (connection.py), whose session lives in the host (session_host.py), and knows
+nothing of the protocol beyond text frames. The message limits and close codes under it are
+ws_transport.py's.
 """
 
 from __future__ import annotations
@@ -18,15 +13,10 @@ import os
 import socket
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from io import BytesIO, StringIO
 from pathlib import Path
-from typing import Any, Final
 
-import hypercorn.protocol.events as hyper_events
-import hypercorn.protocol.h2
-import hypercorn.protocol.h11
-import hypercorn.protocol.ws_stream as hyper_ws
 import trio
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
@@ -34,130 +24,20 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from wsproto.connection import ConnectionState
-from wsproto.events import CloseConnection, Message, Ping
-from wsproto.frame_protocol import CloseReason
 
 from orchestrator.protocol.codec import ServerEventEncoder, error_event
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.access import AccessControl, Admitted, Handshake, Lease, Refused
 from orchestrator.service.config import ServiceConfig
+from orchestrator.service.connection import Connection
 from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.session_actor import SessionActor
+from orchestrator.service.session_host import SessionHost
 from orchestrator.service.session_services import AppendBudget, SessionServices
 
 log = logging.getLogger("turntaker.session")
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-
-
-# Above the codec's limit by at least that limit again, so that every message up to twice it is
-# answered (`message_too_large`) rather than cut; the margin keeps "exactly twice" well inside.
-TRANSPORT_MARGIN_BYTES: Final = 1024 * 1024
-
-
-def transport_max_message_bytes(config: ServiceConfig) -> int:
-    """hypercorn's WebSocket message limit (UTF-8 bytes of a text message, or bytes)."""
-    return 2 * config.max_message_bytes + TRANSPORT_MARGIN_BYTES
-
-
-def _wire_size(data: str | bytes) -> int:
-    # wsproto hands text over decoded; count it as the UTF-8 it arrived as, so that the limit
-    # bounds memory and means the same for text and binary messages. Chunks are at most one
-    # socket read, so encoding a non-ASCII one costs what copying it does.
-    if isinstance(data, bytes) or data.isascii():
-        return len(data)
-    return len(data.encode("utf-8", "surrogatepass"))
-
-
-class _BoundedBuffer(hyper_ws.WebsocketBuffer):
-    """hypercorn's message buffer, counting bytes and keeping nothing past the limit.
-
-    hypercorn's own counts characters of text and, after its 1009, goes on appending whatever
-    the client still sends of that message; this one drops it, so a client streaming a huge
-    message costs the server at most the limit.
-    """
-
-    def extend(self, event: Message[Any]) -> None:
-        data: str | bytes = event.data
-        self.length += _wire_size(data)
-        if self.length > self.max_length:
-            self.value = None  # free what was buffered; length stays over: the rest is dropped
-            raise hyper_ws.FrameTooLargeError()
-        # A message is all text or all bytes (wsproto's TextMessage / BytesMessage).
-        if isinstance(data, str):
-            if not isinstance(self.value, StringIO):
-                self.value = StringIO()
-            self.value.write(data)
-        else:
-            if not isinstance(self.value, BytesIO):
-                self.value = BytesIO()
-            self.value.write(data)
-
-
-class _LimitedWSStream(hyper_ws.WSStream):
-    """hypercorn's WebSocket stream (0.17/0.18) with three fixes at its message limit.
-
-    - The buffer is `_BoundedBuffer`: bytes counted, nothing kept past the limit.
-    - The 1009 close says why (hypercorn's has no reason; a client should be told).
-    - After the 1009 the rest of that read is still handled: hypercorn stops there, so a close
-      reply that arrived in the same read as the end of the oversize message was never seen,
-      and the connection hung until the client gave up.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.buffer = _BoundedBuffer(self.config.websocket_max_message_size)
-        self._refused = False
-
-    async def _handle_events(self) -> None:
-        # hypercorn's loop, but `continue` after a too-big message instead of `break`.
-        for event in self.connection.events():
-            if isinstance(event, Message):
-                try:
-                    self.buffer.extend(event)
-                except hyper_ws.FrameTooLargeError:
-                    if not self._refused:  # once: the connection is closing from then on
-                        self._refused = True
-                        limit = self.config.websocket_max_message_size
-                        await self._send_wsproto_event(
-                            CloseConnection(
-                                code=CloseReason.MESSAGE_TOO_BIG,
-                                reason=f"message too big: over the transport limit of "
-                                f"{limit} bytes",
-                            )
-                        )
-                    continue
-                if event.message_finished and self.app_put is not None:
-                    await self.app_put(self.buffer.to_message())
-                    self.buffer.clear()
-            elif isinstance(event, Ping):
-                await self._send_wsproto_event(event.response())
-            elif isinstance(event, CloseConnection):
-                if self.connection.state == ConnectionState.REMOTE_CLOSING:
-                    await self._send_wsproto_event(event.response())
-                await self.send(hyper_events.StreamClosed(stream_id=self.stream_id))
-
-
-def install_transport_limit() -> bool:
-    """Make hypercorn's HTTP/1.1 and HTTP/2 WebSocket streams `_LimitedWSStream`s.
-
-    hypercorn has no hook for this, so the protocol modules' `WSStream` name is replaced
-    (idempotent, process-wide; other hypercorn servers in the process gain the same fixes).
-    Returns False, changing nothing, when this hypercorn lacks what the subclass relies on:
-    then an oversize message still gets hypercorn's own 1009, and `test_input_limits_e2e`
-    fails loudly.
-    """
-    # mypy checks the attributes against the installed hypercorn; this catches a later one
-    # whose stream no longer has the methods the subclass replaces or calls.
-    methods = ("_handle_events", "_send_wsproto_event", "_accept", "handle")
-    if not all(callable(getattr(hyper_ws.WSStream, name, None)) for name in methods):
-        log.warning("hypercorn's WSStream changed: the transport limit is hypercorn's own")
-        return False
-    for module in (hypercorn.protocol.h11, hypercorn.protocol.h2):
-        setattr(module, "WSStream", _LimitedWSStream)  # noqa: B010 (not re-exported there)
-    return True
 
 
 @dataclass
@@ -167,16 +47,17 @@ class AppState:
     pool: EndpointPool
     services: SessionServices
     access: AccessControl
-    # The open sessions, by id: for gauges over all of them and for draining on shutdown.
-    sessions: dict[str, SessionActor] = field(default_factory=dict)
+    # The open sessions, apart from their connections (resume, gauges, draining).
+    host: SessionHost
     # Set by `drain()`: new sessions are refused (1013) and /readyz answers 503.
     draining: trio.Event = field(default_factory=trio.Event)
-    # Set once draining and the last session has closed.
-    drained: trio.Event = field(default_factory=trio.Event)
+    # The open connections' handlers: a drain waits for their close frames to be written.
+    connections: int = 0
+    connections_closed: trio.Event = field(default_factory=trio.Event)
 
     def __post_init__(self) -> None:
         self.metrics.input_backlog.set_function(
-            lambda: float(sum(s.input_backlog for s in self.sessions.values()))
+            lambda: float(sum(s.input_backlog for s in self.host.sessions.values()))
         )
 
 
@@ -216,7 +97,7 @@ def build_app(state: AppState) -> Starlette:
         # Browsers cannot set headers and offer the "realtime" subprotocol (plus a key one,
         # never echoed).
         offered = ws.scope.get("subprotocols") or []
-        decision = state.access.admit(_handshake(ws))
+        decision = state.access.admit(_handshake(ws), _resuming(state, ws))
         # Refusals are accepted and then closed: a close frame's code and reason reach browsers
         # and the openai SDK (a refused handshake is a bare HTTP 403 to both), and the SDK
         # retries 1013 (try again later) but never 1008.
@@ -237,55 +118,22 @@ def build_app(state: AppState) -> Starlette:
             await _refuse_draining(state.metrics, ws)
             return
         state.metrics.admissions.labels(lease.identity.name).inc()
-        actor = SessionActor(
-            f"sess_{uuid.uuid4().hex[:16]}",
-            state.config,
-            state.services,
+        connection = state.host.new_connection()
+        state.host.open(
+            new_session_id(state.config),
+            connection,
+            identity=lease.identity.name,
+            release=lease.release,
             append_budget=_append_budget(state.metrics, lease),
         )
-        state.sessions[actor.session_id] = actor
-        state.metrics.sessions_total.inc()
-        state.metrics.sessions_active.inc()
-        code, reason = 1000, ""
-        peer = _PeerClose()
+        state.connections += 1
         try:
-            async with trio.open_nursery() as nursery:
-                out_done = trio.Event()
-                nursery.start_soon(_pump_out, actor, ws, out_done)
-                nursery.start_soon(_pump_in, actor, ws, peer)
-                # Cancelled or failed: no time for flushing, only for getting the pumps out.
-                flush_s, unstick_s = 0.0, _UNSTICK_S
-                try:
-                    await actor.run()
-                    if actor.end is not None and not actor.end.flush:
-                        unstick_s = 0.0  # the client is not reading: a send is stuck for sure
-                    else:
-                        flush_s = state.config.slow_client_timeout_s
-                finally:
-                    await _settle(ws, nursery.cancel_scope, out_done, flush_s, unstick_s)
-            if actor.end is not None:
-                code, reason = actor.end.code, actor.end.reason
-                log.info("session %s ended: %s (%d)", actor.session_id, reason, code)
-        except Exception:
-            # A bug, not the client's doing: say so with 1011 rather than a silent close.
-            log.exception("session %s failed", actor.session_id)
-            code, reason = 1011, "internal error; the session was closed"
+            await _carry(state, ws, connection)
         finally:
-            lease.release()
-            state.metrics.sessions_active.dec()
-            # hypercorn reports 1006 for every close the client starts, whatever its frame
-            # said, so those count as "client"; the server's own codes are exact.
-            closed = "client" if peer.code is not None else str(code)
-            state.metrics.session_closes.labels(closed).inc()
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
-                try:
-                    await ws.close(code=code, reason=reason)
-                except Exception:
-                    pass  # already closed by the peer
-            # After the close frame: a drain waits for it to be written.
-            state.sessions.pop(actor.session_id, None)
-            if state.draining.is_set() and not state.sessions:
-                state.drained.set()
+            state.connections -= 1
+            if state.connections == 0:
+                state.connections_closed.set()
+                state.connections_closed = trio.Event()
 
     return Starlette(
         routes=[
@@ -302,18 +150,37 @@ def build_app(state: AppState) -> Starlette:
 async def drain(state: AppState, timeout_s: float) -> None:
     """Graceful shutdown: refuse new sessions, end each open one (its generating response
     cancelled with a terminal `response.done`, then an `error` event `server_shutting_down`,
-    then close 1001) and wait up to `timeout_s` for all of them to close."""
+    then close 1001; one in its grace just ends) and wait up to `timeout_s` for all of them
+    and their connections to close."""
     state.draining.set()
-    open_now = list(state.sessions.values())
-    log.info("draining: %d open session(s), up to %g s", len(open_now), timeout_s)
-    for actor in open_now:
-        actor.shut_down()
-    if not state.sessions:
-        state.drained.set()
+    sessions = state.host.sessions
+    log.info("draining: %d open session(s), up to %g s", len(sessions), timeout_s)
+    state.host.shut_down_all()
     with trio.move_on_after(timeout_s):
-        await state.drained.wait()
-    if state.sessions:
-        log.warning("drain timeout: %d session(s) still open are cut", len(state.sessions))
+        await state.host.empty.wait()
+        while state.connections:
+            await state.connections_closed.wait()
+    if sessions or state.connections:
+        log.warning("drain timeout: %d session(s) still open are cut", len(sessions))
+
+
+def _resuming(state: AppState, ws: WebSocket) -> Callable[[str], bool]:
+    """Whether the connection's `?session_id=` names one of an identity's sessions here in its
+    grace (access rule 6: such a connection may pass the key's session limit)."""
+    wanted = ws.query_params.get("session_id")
+
+    def check(identity: str) -> bool:
+        actor = state.host.sessions.get(wanted) if wanted else None
+        return actor is not None and actor.link.detached and actor.link.identity == identity
+
+    return check
+
+
+def new_session_id(config: ServiceConfig) -> str:
+    """`sess_<hex>`, or `sess_<route_id>_<hex>` behind a load balancer (deploy/nginx.conf routes
+    a resume's `?session_id=` on the route id)."""
+    route = f"{config.route_id}_" if config.route_id else ""
+    return f"sess_{route}{uuid.uuid4().hex[:16]}"
 
 
 def _handshake(conn: HTTPConnection) -> Handshake:
@@ -368,32 +235,68 @@ def _append_budget(metrics: Metrics, lease: Lease) -> AppendBudget:
     return take
 
 
-@dataclass
-class _PeerClose:
-    """The client's close code, when the client closed first (the metric counts theirs)."""
+async def _carry(state: AppState, ws: WebSocket, connection: Connection) -> None:
+    """Moves one connection's messages until the server is done with it (its session ended,
+    or another connection took it over) or the client is gone; then closes the socket with
+    the server's code. The session itself lives in the host, not here."""
+    code, reason = 1000, ""
+    try:
+        async with trio.open_nursery() as nursery:
+            out_done = trio.Event()
+            nursery.start_soon(_pump_out, connection, ws, out_done)
+            nursery.start_soon(_pump_in, connection, ws)
+            # Cancelled or failed: no time for flushing, only for getting the pumps out.
+            flush_s, unstick_s = 0.0, _UNSTICK_S
+            try:
+                await connection.finished.wait()
+                end = connection.end
+                if end is not None and not end.flush:
+                    unstick_s = 0.0  # the client is not reading: a send is stuck for sure
+                elif connection.peer_code is None:
+                    flush_s = state.config.slow_client_timeout_s
+            finally:
+                await _settle(ws, nursery.cancel_scope, out_done, flush_s, unstick_s)
+        if connection.end is not None:
+            code, reason = connection.end.code, connection.end.reason
+    except Exception:
+        # A bug, not the client's doing: say so with 1011 rather than a silent close.
+        log.exception("connection of %s failed", connection.actor and connection.actor.session_id)
+        code, reason = 1011, "internal error; the connection was closed"
+    finally:
+        # hypercorn reports 1006 for a close the client starts without a frame; the server's
+        # own codes are exact.
+        closed = "client" if connection.peer_code is not None else str(code)
+        state.metrics.session_closes.labels(closed).inc()
+        if connection.peer_code is None:
+            connection.peer_gone(1006)  # the socket goes now: the session is told if still ours
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            try:
+                await ws.close(code=code, reason=reason)
+            except Exception:
+                pass  # already closed by the peer
 
-    code: int | None = None
 
-
-async def _pump_in(actor: SessionActor, ws: WebSocket, peer: _PeerClose) -> None:
+async def _pump_in(connection: Connection, ws: WebSocket) -> None:
+    code = 1006
     try:
         while True:
             message = await ws.receive()
             if message["type"] == "websocket.disconnect":
-                peer.code = int(message.get("code") or 1005)
+                code = int(message.get("code") or 1005)
                 break
             data = message.get("text")
             if data is None:
                 data = message.get("bytes") or b""
-            await actor.receive(data)
-    except WebSocketDisconnect:
-        pass
+            await connection.receive(data)
+    except WebSocketDisconnect as gone:
+        code = gone.code
     finally:
-        await actor.client_gone()
+        if connection.end is None:  # not closed by the server: the client's side is gone
+            connection.peer_gone(code)
 
 
-async def _pump_out(actor: SessionActor, ws: WebSocket, done: trio.Event) -> None:
-    """Sends the actor's outbox; `done` once it is sent out or the pump stopped.
+async def _pump_out(connection: Connection, ws: WebSocket, done: trio.Event) -> None:
+    """Sends the connection's outbox; `done` once it is sent out or the pump stopped.
 
     hypercorn (0.18, trio) writes each message with one `send_all` under a shielded cancel
     scope and a per-connection lock, and buffers nothing itself: memory per connection is the
@@ -402,12 +305,13 @@ async def _pump_out(actor: SessionActor, ws: WebSocket, done: trio.Event) -> Non
     cuts the connection under it.
     """
     try:
-        async for text in actor.outgoing:
+        async for item in connection.outbox:
             try:
-                await ws.send_text(text)
+                await ws.send_text(item[1])
             except (WebSocketDisconnect, RuntimeError, OSError):
-                await actor.client_gone()
+                connection.peer_gone(1006)
                 return
+            connection.sent(item)
     finally:
         done.set()
 

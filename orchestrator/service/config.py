@@ -64,6 +64,16 @@ class ServiceConfig:
     # Sessions end after this long, as OpenAI's do after 60 minutes: an `error` event
     # (`session_expired`), then close 1000.
     max_session_s: float = 3600.0
+    # Session resume (docs/protocol.md "Session resume"): a socket lost without a 1000 close
+    # leaves the session alive this long, its running responses going on and their events
+    # journaled; the journal of each session (sent and unsent events, for replay) is bounded
+    # in bytes, one event always fitting.
+    disconnect_grace_s: float = 30.0
+    resume_journal_bytes: int = 8 * 1024 * 1024
+    # This process's name behind a load balancer (`turntaker serve --workers N` sets w0..wN-1):
+    # session ids carry it (`sess_<route_id>_<hex>`) so that a resume's `?session_id=` can be
+    # routed back to the process holding the session (deploy/nginx.conf). Letters and digits.
+    route_id: str = ""
     # On SIGTERM (or `BackgroundServer.drain()`): how long open sessions get to receive their
     # closing events and close (1001) before the server cancels whatever is left and exits.
     drain_timeout_s: float = 10.0
@@ -91,6 +101,8 @@ class ServiceConfig:
         for name in _POSITIVE:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.route_id and not self.route_id.isalnum():
+            raise ValueError(f"route_id must be letters and digits, got {self.route_id!r}")
 
     @property
     def local_triton(self) -> bool:
@@ -108,6 +120,8 @@ _POSITIVE = (
     "slow_client_timeout_s",
     "max_session_s",
     "drain_timeout_s",
+    "disconnect_grace_s",
+    "resume_journal_bytes",
 )
 
 

@@ -116,8 +116,25 @@ class Metrics:
         self.session_ends = Counter(
             "turntaker_session_ends",
             "Sessions the server ended, by reason (client_not_reading, session_expired, "
-            "server_shutting_down)",
+            "server_shutting_down, grace_expired, journal_overflow)",
             ["reason"],
+            registry=r,
+        )
+        self.resumes = Counter(
+            "turntaker_session_resumes",
+            "Session resumes (session.resume), by outcome: resumed, or why it failed "
+            "(unknown, ended, other_key, not_journaled, not_first)",
+            ["outcome"],
+            registry=r,
+        )
+        self.sessions_in_grace = Gauge(
+            "turntaker_sessions_in_grace",
+            "Sessions whose connection was lost, waiting for a resume (disconnect_grace_s)",
+            registry=r,
+        )
+        self.resume_journal_bytes = Gauge(
+            "turntaker_resume_journal_bytes",
+            "Server events journaled for resume, in bytes, summed over sessions",
             registry=r,
         )
 

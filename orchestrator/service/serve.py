@@ -16,21 +16,17 @@ import hypercorn.trio
 import trio
 
 from orchestrator.service.access import AccessControl, AccessSettings, settings_from_config
-from orchestrator.service.app import (
-    AppState,
-    build_app,
-    drain,
-    install_transport_limit,
-    transport_max_message_bytes,
-)
+from orchestrator.service.app import AppState, build_app, drain
 from orchestrator.service.config import PIPELINES, ServiceConfig, load_config
 from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.loop_lag import LagSink, probe_loop_lag
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.response_actor import ResponseServices
+from orchestrator.service.session_host import SessionHost
 from orchestrator.service.session_services import SessionServices, VadService
 from orchestrator.service.transcriber import TritonTranscriber
 from orchestrator.service.turn_predictor import TritonTurnPredictor
+from orchestrator.service.ws_transport import install_transport_limit, transport_max_message_bytes
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from orchestrator.vad_batcher import VadBatcher, VadBatcherConfig
 from turntaker_models.settings import default_cache_dir
@@ -66,6 +62,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--append-bytes-per-s-per-key", type=int, help="input audio bytes/s (0: no limit)"
     )
+    parser.add_argument(
+        "--route-id",
+        help="this process's name behind a load balancer (letters and digits; session ids "
+        "carry it so that resumes are routed back here)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="N > 1: N realtime processes behind nginx on --port, sharing one Triton "
+        "(deploy/nginx.conf)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
@@ -80,6 +88,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         "allow_origins": tuple(args.allow_origins) if args.allow_origins else None,
         "max_sessions_per_key": args.max_sessions_per_key,
         "append_bytes_per_s_per_key": args.append_bytes_per_s_per_key,
+        "route_id": args.route_id,
     }
     return load_config(file=args.config, overrides=overrides)
 
@@ -101,7 +110,7 @@ def needed_models(config: ServiceConfig) -> tuple[str, ...]:
 @contextmanager
 def local_triton(config: ServiceConfig) -> Iterator[TritonServer]:
     """Start Triton from a thread that lives as long as it (the parent-death signal is per
-    thread), and stop it on the way out."""
+    thread), say where it is, and stop it on the way out."""
     server = TritonServer(
         TritonConfig(
             model_repository=config.model_repository,
@@ -135,6 +144,11 @@ def local_triton(config: ServiceConfig) -> Iterator[TritonServer]:
     started.wait()
     if failure:
         raise failure[0]
+    print(
+        f"turntaker serve: Triton ready in {server.startup_s or 0:.1f} s at "
+        f"{server.grpc_url} (log {server.config.log_file})",
+        flush=True,
+    )
     try:
         yield server
     finally:
@@ -192,7 +206,9 @@ async def serve(
             transcripts_for_pipeline=config.pipeline == "cascade",
         )
         access = AccessControl(access_settings(config), clock=time.monotonic)
-        state = AppState(config, metrics, pool, services, access)
+        # Sessions run here, apart from the connections that carry them (session resume).
+        host = SessionHost(config, services, metrics, nursery)
+        state = AppState(config, metrics, pool, services, access, host)
         app = build_app(state)
         hyper = hypercorn.config.Config()
         hyper.bind = [f"{config.host}:{config.port}"]
@@ -228,11 +244,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"turntaker serve: access: {_describe(settings)}", flush=True)
     if config.local_triton:
         with local_triton(config) as server:
-            print(
-                f"turntaker serve: Triton ready in {server.startup_s or 0:.1f} s at "
-                f"{server.grpc_url} (log {server.config.log_file})",
-                flush=True,
-            )
             config = ServiceConfig(**{**config.__dict__, "triton_urls": (server.grpc_url,)})
             return _run_trio(config)
     return _run_trio(config)

@@ -9,19 +9,29 @@ timers, transcriptions and response actors run in the session's nursery: closing
 cancels them all. No wait cycle: the actor never waits on the VAD (vad_feeder.py's credits
 hold the reader back instead).
 
+Every server event gets the session's next `server_event_seq` and is journaled by the session's
+link (orchestrator/session_link.py) before it goes to the connection the session has now, if
+any. The link decides what a lost connection, a resume and the grace mean; the actor carries
+its effects out: the grace timer, the takeover's `session_replaced`, the replay.
+
 How a session ends (`end` tells the I/O layer the close code and reason): the client leaves
-(`client_gone()` cancels the actor at once); the client stops reading (an event that cannot be
-queued for `slow_client_timeout_s`: 1008, the bound that keeps a slow client from growing the
-server's memory); `max_session_s` passes or the server drains (`shut_down()`): a
-`CloseRequested` mailed behind what is queued, so every event decided before it still goes out,
-and the core's `EndSession` (1000 or 1001) after its terminal `response.done` and `error`.
+with a 1000 close (`connection_lost(clean=True)` cancels the actor at once); its connection is
+lost otherwise and no resume comes within `disconnect_grace_s`, or its journal overflows
+meanwhile; the client stops reading (an event that cannot be queued for
+`slow_client_timeout_s`: 1008, the bound that keeps a slow client from growing the server's
+memory); `max_session_s` passes or the server drains (`shut_down()`): a `CloseRequested`
+mailed behind what is queued, so every event decided before it still goes out, and the core's
+`EndSession` (1000 or 1001) after its terminal `response.done` and `error`. A provisional
+session whose connection resumed another is `discard`ed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import msgspec
 import trio
 
 from orchestrator.actions import (
@@ -43,15 +53,30 @@ from orchestrator.inputs import (
     TurnPrediction,
 )
 from orchestrator.protocol import client as ce
-from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
+from orchestrator.protocol import server as se
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event, error_event
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.config import ServiceConfig
+from orchestrator.service.connection import Connection, SessionEnd
 from orchestrator.service.outbox import Outbox
 from orchestrator.service.response_actor import ResponseActor
 from orchestrator.service.session_metrics import SessionMetrics
 from orchestrator.service.session_services import AppendBudget, SessionServices
 from orchestrator.service.timers import Timers
 from orchestrator.service.vad_feeder import VadFeeder
+from orchestrator.session_link import ResumeFailed, SessionLink
+from statecharts.effects import (
+    ArmGrace,
+    AttachConnection,
+    CancelGrace,
+    Effect,
+    EndUnattended,
+    ReplaceConnection,
+)
+
+log = logging.getLogger("turntaker.session")
+
+__all__ = ["SessionActor", "SessionEnd", "pipeline_request_id"]
 
 
 @dataclass(frozen=True)
@@ -75,17 +100,19 @@ class _NotReading(Exception):
     """The outbox stayed full for `slow_client_timeout_s`."""
 
 
-@dataclass(frozen=True)
-class SessionEnd:
-    """Why the server ended a session: the WebSocket close code and reason to send."""
+class _Texts:
+    """A connection's outgoing texts, for a reader in memory (tests): each taken is sent."""
 
-    code: int
-    reason: str
-    # The metrics label.
-    cause: str
-    # False when the client stopped reading: what is still queued would never be taken, so
-    # the connection is cut instead of flushed.
-    flush: bool = True
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def __aiter__(self) -> _Texts:
+        return self
+
+    async def __anext__(self) -> str:
+        item = await self._connection.outbox.__anext__()
+        self._connection.sent(item)
+        return item[1]
 
 
 class SessionActor:
@@ -96,6 +123,8 @@ class SessionActor:
         services: SessionServices,
         *,
         append_budget: AppendBudget | None = None,
+        identity: str = "anonymous",
+        connection: Connection | None = None,
     ) -> None:
         self.session_id = session_id
         self._append_budget = append_budget
@@ -112,15 +141,24 @@ class SessionActor:
             ),
         )
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
-        self._outbox = Outbox(config.send_queue, config.send_queue_bytes)
+        self.link = SessionLink(session_id, identity, config.resume_journal_bytes)
+        if connection is None:
+            connection = Connection(Outbox(config.send_queue, config.send_queue_bytes))
+        connection.actor = self
+        self._first_connection = connection
+        # The connection carrying the session now; None while detached (or ended).
+        self._conn: Connection | None = connection
+        # Bumped by every grace armed or cancelled, so that a stale timer decides nothing.
+        self._grace_epoch = 0
+        self._grace_scope: trio.CancelScope | None = None
         self._vad = VadFeeder(services.vad, config.vad_backlog_chunks, self._post)
         self._timers = Timers(self._post)
         self._encoder = ServerEventEncoder()
         self._responses: dict[str, ResponseActor] = {}
         self._metrics = SessionMetrics(services.metrics)
         self._nursery: trio.Nursery | None = None
-        # Cancelled by client_gone(): the actor stops wherever it is, even blocked on a full
-        # outbox that nobody drains any more.
+        # Cancelled when the session ends without its client (a 1000 close, the grace, an
+        # overflow, a discard): the actor stops wherever it is.
         self._serving = trio.CancelScope()
         self._shutdown = trio.Event()
         self.end: SessionEnd | None = None
@@ -133,13 +171,30 @@ class SessionActor:
 
     @property
     def outgoing(self) -> AsyncIterator[str]:
-        return self._outbox
+        """The first connection's texts (an in-memory reader: the I/O layer pumps its own)."""
+        return _Texts(self._first_connection)
 
-    async def receive(self, data: str | bytes) -> None:
-        """One WebSocket message from the client (parsed here, once, at the edge)."""
-        event = decode_client_event(
+    @property
+    def connection(self) -> Connection | None:
+        return self._conn
+
+    def decode(self, data: str | bytes) -> ce.ClientEvent | ce.LinkEvent | ProtocolError:
+        """One WebSocket message from the client, parsed here, once, at the edge."""
+        return decode_client_event(
             data, max_bytes=self.config.max_message_bytes, input_audio_format=self.core.input_format
         )
+
+    async def receive(self, data: str | bytes) -> None:
+        """One message from the client of the first connection (in-memory use)."""
+        await self._first_connection.receive(data)
+
+    async def deliver(self, event: ce.ClientEvent | ce.LinkEvent | ProtocolError) -> None:
+        """A client event for the session (a resume was handled by the connection)."""
+        if isinstance(event, ce.SessionEventAck):
+            self.link.acked(event.server_event_seq)
+            return
+        if isinstance(event, ce.SessionResume):
+            return  # Connection.receive answers it; nothing of it is the session's
         budget = self._append_budget
         if isinstance(event, ce.InputAudioBufferAppend) and budget and not budget(len(event.audio)):
             # Told, not closed (docs/protocol.md rule 7): the session goes on, only this audio lost.
@@ -162,7 +217,72 @@ class SessionActor:
             raise
 
     async def client_gone(self) -> None:
+        """The first connection's client closed it with 1000 (in-memory use)."""
+        self._first_connection.peer_gone(1000)
+
+    def connection_lost(self, connection: Connection, *, clean: bool) -> None:
+        """The client's side of `connection` is gone (`clean`: with a 1000 close)."""
+        if connection is not self._conn:
+            return  # replaced, or the session ended: no longer this session's to lose
+        self._conn = None
+        self._carry_out_link(self.link.lost(clean=clean))
+
+    def delivered(self, connection: Connection, seq: int) -> None:
+        if connection is self._conn:
+            self.link.delivered(seq)
+
+    def take_over(
+        self, connection: Connection, request: ce.SessionResume, identity: str
+    ) -> ResumeFailed | None:
+        """A resume of this session from `connection` (its first event): judged by the link;
+        when honoured, `connection` carries this session from here on."""
+        verdict = self.link.resume(request.resume_token, identity, request.last_server_event_seq)
+        if isinstance(verdict, ResumeFailed):
+            return verdict
+        old = self._conn
+        for effect in verdict.effects:
+            if isinstance(effect, ReplaceConnection) and old is not None:
+                replaced = self._encode(
+                    self._connection_error(
+                        "session_replaced",
+                        "Another connection resumed this session; this one is closed.",
+                        None,
+                    )
+                )
+                old.close(
+                    SessionEnd(1000, "session replaced by a resume", "session_replaced"),
+                    discard=True,
+                    last=(0, replaced),
+                )
+            elif isinstance(effect, AttachConnection):
+                connection.actor = self
+                self._conn = connection
+                resumed = se.SessionResumed(
+                    session_id=self.session_id,
+                    resume_token=verdict.token,
+                    replayed_from_seq=verdict.replayed_from_seq,
+                )
+                connection.outbox.put_replay(
+                    [(0, self._encode(resumed)), *((e.seq, e.text) for e in verdict.replay)]
+                )
+            else:
+                self._carry_out_link([effect])
+        return None
+
+    def discard(self) -> None:
+        """A provisional session whose connection resumed another: gone without a word."""
+        self._conn = None
+        self.link.finished()
         self._serving.cancel()
+
+    async def say_resume_failed(
+        self, connection: Connection, failed: ResumeFailed, event_id: str | None
+    ) -> None:
+        """`session_resume_failed` on `connection`, outside the sequence; it goes on as is."""
+        text = self._encode(
+            self._connection_error("session_resume_failed", failed.message, event_id)
+        )
+        await connection.outbox.put(text, self.config.slow_client_timeout_s)
 
     def shut_down(self) -> None:
         """The server is draining: end this session (1001) once what it has queued is done."""
@@ -171,31 +291,41 @@ class SessionActor:
     # The actor ------------------------------------------------------------------------
     async def run(self) -> None:
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                nursery.start_soon(self._vad.run)
-                nursery.start_soon(self._lifetime)
-                with self._serving:
-                    try:
-                        await self._serve()
-                    except _NotReading:
-                        outbox = self._outbox
-                        self.end = SessionEnd(
-                            1008,
-                            f"client is not reading: {outbox.messages} events queued "
-                            f"({outbox.bytes / 2**20:.1f} MiB)",
-                            "client_not_reading",
-                            flush=False,
-                        )
-                if self.end is not None:
-                    self.services.metrics.session_ends.labels(self.end.cause).inc()
-                # Leaving cancels every response actor (their streams are cancelled on the way
-                # out), the timers and the VAD feeder.
-                for actor in list(self._responses.values()):
-                    actor.cancel()
-                nursery.cancel_scope.cancel()
+            await self._run()
+        except Exception:
+            # A bug, not the client's doing: the client is told with 1011.
+            self.end = SessionEnd(1011, "internal error; the session was closed", "internal_error")
+            raise
         finally:
-            self._outbox.close()
+            self.link.finished()
+            if self._conn is not None:
+                self._conn.close(self.end)
+
+    async def _run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._vad.run)
+            nursery.start_soon(self._lifetime)
+            with self._serving:
+                try:
+                    await self._serve()
+                except _NotReading:
+                    assert self._conn is not None
+                    outbox = self._conn.outbox
+                    self.end = SessionEnd(
+                        1008,
+                        f"client is not reading: {outbox.messages} events queued "
+                        f"({outbox.bytes / 2**20:.1f} MiB)",
+                        "client_not_reading",
+                        flush=False,
+                    )
+            if self.end is not None:
+                self.services.metrics.session_ends.labels(self.end.cause).inc()
+            # Leaving cancels every response actor (their streams are cancelled on the way
+            # out), the timers and the VAD feeder.
+            for actor in list(self._responses.values()):
+                actor.cancel()
+            nursery.cancel_scope.cancel()
 
     async def _serve(self) -> None:
         await self._carry_out(self.core.open(self._timers.now_ms()))
@@ -250,7 +380,7 @@ class SessionActor:
         self._metrics.noted(step)
         for event in step.events:
             self._metrics.sent(event)
-            await self._queue_out(self._encoder.encode(event).decode())
+            await self._send(event)
         if end is not None:
             self.end = SessionEnd(end.code, end.reason, end.cause)
 
@@ -280,10 +410,53 @@ class SessionActor:
             answer = TurnPrediction(job.token, probability)
         await self._post(answer)
 
-    async def _queue_out(self, text: str) -> None:
-        """Into the bounded outbox; `_NotReading` when it stays full for the slow-client time."""
-        if not await self._outbox.put(text, self.config.slow_client_timeout_s):
-            raise _NotReading
+    async def _send(self, event: se.ServerEvent) -> None:
+        """Sequenced, journaled, then into the connection's bounded outbox if there is one;
+        `_NotReading` when it stays full for the slow-client time."""
+        if isinstance(event, se.SessionCreated):
+            event = msgspec.structs.replace(event, resume_token=self.link.token)
+        seq = self.link.next_seq()
+        text = self._encoder.encode(event, seq).decode()
+        self._carry_out_link(self.link.record(seq, text))
+        connection = self._conn
+        if connection is not None and not await connection.outbox.put(
+            text, self.config.slow_client_timeout_s, seq
+        ):
+            if connection is self._conn:
+                raise _NotReading
+            # Lost or replaced while this event waited: it is journaled, and replayed on resume.
+
+    def _encode(self, event: se.ServerEvent) -> str:
+        """An event about the connection: outside the sequence (no seq), not journaled."""
+        return self._encoder.encode(event).decode()
+
+    @staticmethod
+    def _connection_error(code: str, message: str, event_id: str | None) -> se.ErrorEvent:
+        return error_event(ProtocolError(code=code, message=message, event_id=event_id))
+
+    def _carry_out_link(self, effects: list[Effect]) -> None:
+        """The link's effects that need no connection: the grace, and an end without one."""
+        for effect in effects:
+            if isinstance(effect, ArmGrace):
+                self._grace_epoch += 1
+                assert self._nursery is not None
+                self._nursery.start_soon(self._grace_timer, self._grace_epoch)
+            elif isinstance(effect, CancelGrace):
+                self._grace_epoch += 1
+                if self._grace_scope is not None:
+                    self._grace_scope.cancel()
+            elif isinstance(effect, EndUnattended):
+                if effect.cause != "client_left":
+                    log.info("session %s ended unattended: %s", self.session_id, effect.cause)
+                    self.end = SessionEnd(1000, effect.cause, effect.cause, flush=False)
+                self._serving.cancel()
+
+    async def _grace_timer(self, epoch: int) -> None:
+        with trio.CancelScope() as scope:
+            self._grace_scope = scope
+            await trio.sleep(self.config.disconnect_grace_s)
+            if epoch == self._grace_epoch:
+                self._carry_out_link(self.link.expired())
 
     def _start_response(self, action: StartBackend) -> None:
         assert self._nursery is not None

@@ -48,6 +48,9 @@ def test_contract_client_event_names_are_all_known() -> None:
         "output_audio_buffer.clear",
         "playback.ack",
         "conversation.context.retrieve",
+        # v2, session resume
+        "session.resume",
+        "session.event_ack",
     }
 
 

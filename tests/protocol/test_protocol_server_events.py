@@ -116,6 +116,8 @@ def test_contract_server_event_names_are_all_present() -> None:
         "output_audio_buffer.paused",
         "output_audio_buffer.resumed",
         "overlap.decision",
+        # v2, session resume
+        "session.resumed",
     }
 
 

@@ -276,6 +276,20 @@ def test_sessions_per_key_are_limited_and_leases_give_slots_back() -> None:
     assert admitted(control(max_sessions_per_key=0).admit(hello("sk-c"))).identity.name
 
 
+def test_rule_6_a_connection_resuming_its_own_session_in_grace_passes_the_limit() -> None:
+    gate = control(max_sessions_per_key=1)
+    admitted(gate.admit(hello("sk-alice")))  # the session now in its grace holds the slot
+    resuming = admitted(gate.admit(hello("sk-alice"), lambda who: who == "alice"))
+    assert gate.sessions("alice") == 2
+    resuming.lease.release()  # freed when the resume succeeds: the provisional session goes
+    assert gate.sessions("alice") == 1
+    # Not for another identity's session, and not without one in grace.
+    assert refused(gate.admit(hello("sk-alice"), lambda who: who == "bob")).reason == (
+        "session_limit_reached"
+    )
+    assert isinstance(gate.admit(hello("sk-alice"), lambda who: False), Refused)
+
+
 def test_anonymous_loopback_clients_share_one_session_limit() -> None:
     gate = control(keys=(), max_sessions_per_key=1)
     admitted(gate.admit(hello(host="127.0.0.1")))

@@ -27,8 +27,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 from wsproto.events import BytesMessage, TextMessage
 
-from orchestrator.service.app import _BoundedBuffer, hyper_ws, transport_max_message_bytes
 from orchestrator.service.serve import BackgroundServer
+from orchestrator.service.ws_transport import _BoundedBuffer, hyper_ws, transport_max_message_bytes
 
 MiB = 1024 * 1024
 

@@ -8,7 +8,9 @@
 - Draining (BackgroundServer.drain(), and a real SIGTERM to `turntaker serve`): the generating
   response gets its terminal `response.done`, then an `error` (`server_shutting_down`) and
   close 1001; new sessions get 1013; the server exits 0 within the drain timeout.
-- A client process that dies mid-response has its Triton stream cancelled.
+- A client process that dies mid-response leaves its session in the resume grace (its
+  response goes on); when the grace passes unresumed its Triton stream is cancelled and the
+  session ends, as if the client had left.
 
 The `null` pipeline streams audio with no compute, so all of this takes seconds.
 """
@@ -306,10 +308,11 @@ _CLIENT = textwrap.dedent(
 )
 
 
-def test_a_client_process_killed_mid_response_has_its_stream_cancelled(
+def test_a_client_process_killed_mid_response_has_its_stream_cancelled_after_the_grace(
     triton_server: TritonServer,
 ) -> None:
-    with _orchestrator(triton_server.grpc_url) as server:
+    grace_s = 2.0
+    with _orchestrator(triton_server.grpc_url, disconnect_grace_s=grace_s) as server:
         client = subprocess.Popen(
             [sys.executable, "-c", _CLIENT, server.url, str(LONG)],
             stdout=subprocess.PIPE,
@@ -323,12 +326,26 @@ def test_a_client_process_killed_mid_response_has_its_stream_cancelled(
         finally:
             client.kill()  # the kernel closes its socket: no close frame
             client.wait()
-        assert "null" in _stopped(triton_server, pipeline_request_id(server.config, rid))
+        lost = time.monotonic()
+        # The grace: the session waits for a resume and its response goes on.
+        _wait_for(
+            "the session in its grace",
+            lambda: _metric(server.http_url, "turntaker_sessions_in_grace") == 1,
+            5,
+        )
+        request_id = pipeline_request_id(server.config, rid)
+        with triton_server.board() as board:
+            assert not board.stops(request_id)
+        assert "null" in _stopped(triton_server, request_id, timeout_s=grace_s + 10)
+        assert time.monotonic() - lost > grace_s - 0.5
         _wait_for(
             "the session's end",
             lambda: _metric(server.http_url, "turntaker_sessions_active") == 0,
             5,
         )
+        assert _metric(server.http_url, "turntaker_sessions_in_grace") == 0
+        ends = _metric(server.http_url, "turntaker_session_ends_total", 'reason="grace_expired"')
+        assert ends == 1
 
 
 def test_sigterm_drains_turntaker_serve_and_it_exits_0(

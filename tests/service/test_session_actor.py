@@ -404,3 +404,83 @@ async def test_no_wait_cycle_when_appends_flood_a_slow_vad() -> None:
     assert kinds.count("input_audio_buffer.committed") == started
     # The backlog of appends waiting for the VAD never went past its bound.
     assert max(backlog) <= config.vad_backlog_chunks
+
+
+# Session resume: the actor carries out its link's decisions (orchestrator/session_link.py).
+
+
+async def test_a_dropped_connection_leaves_the_session_for_its_grace_then_it_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    metrics = Metrics()
+    config = ServiceConfig(disconnect_grace_s=30)
+    actor = SessionActor("sess_test", config, _services(metrics, config))
+    seen: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_collect, actor, seen)
+        started = trio.current_time()
+        nursery.start_soon(actor.run)
+        await actor.receive(_event("conversation.context.retrieve"))
+        await trio.sleep(1)
+        assert actor.connection is not None
+        actor.connection.peer_gone(1006)  # no close frame
+        assert actor.link.detached
+        await trio.sleep(29)
+        assert actor.end is None  # still within the grace
+    assert trio.current_time() - started == pytest.approx(31, abs=0.1)
+    assert actor.end == SessionEnd(1000, "grace_expired", "grace_expired", flush=False)
+    assert metrics.session_ends.labels("grace_expired")._value.get() == 1
+
+
+async def test_a_1000_close_ends_the_session_at_once_with_no_grace(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    config = ServiceConfig(disconnect_grace_s=30)
+    actor = SessionActor("sess_test", config, _services(Metrics(), config))
+    async with trio.open_nursery() as nursery:
+        started = trio.current_time()
+        nursery.start_soon(actor.run)
+        await trio.sleep(1)
+        await actor.client_gone()
+    assert trio.current_time() - started == pytest.approx(1, abs=0.1)
+    assert actor.end is None and actor.link.ended
+
+
+async def test_the_journal_overflowing_in_the_grace_ends_the_session_and_its_stream(
+    fake_stream: _FakeStream,
+) -> None:
+    fake_stream.chunks = 10_000  # a reply far bigger than the journal
+    config = ServiceConfig(disconnect_grace_s=30, resume_journal_bytes=256 * 1024)
+    metrics = Metrics()
+    actor = SessionActor("sess_test", config, _services(metrics, config, healthy=True))
+    seen: list[dict[str, Any]] = []
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_collect, actor, seen)
+            nursery.start_soon(actor.run)
+            await _respond(actor, seen, "response.output_audio.delta")
+            assert actor.connection is not None
+            actor.connection.peer_gone(1006)
+    assert actor.end is not None and actor.end.cause == "journal_overflow"
+    assert metrics.session_ends.labels("journal_overflow")._value.get() == 1
+    assert actor.link.journal.bytes <= 256 * 1024
+    assert fake_stream.cancelled or fake_stream.closed, "the Triton stream was left open"
+
+
+async def test_every_event_gets_the_next_seq_and_the_journal_holds_them_in_order() -> None:
+    config = ServiceConfig()
+    actor = SessionActor("sess_test", config, _services(Metrics(), config))
+    seen: list[dict[str, Any]] = []
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_collect, actor, seen)
+            nursery.start_soon(actor.run)
+            for _ in range(3):
+                await actor.receive(_event("conversation.context.retrieve"))
+            while len(seen) < 4:
+                await trio.sleep(0.01)
+            await actor.client_gone()
+    assert [e["server_event_seq"] for e in seen] == [1, 2, 3, 4]
+    assert seen[0]["resume_token"] == actor.link.token
+    replay = actor.link.journal.after(0)
+    assert replay is not None and [json.loads(e.text) for e in replay] == seen

@@ -3,7 +3,10 @@
 // page reports exactly what was played with playback.ack). In the interruption policy's pause
 // mode the worklet holds the answer on `output_audio_buffer.paused` and plays on from the same
 // sample on `output_audio_buffer.resumed`; the ACK's cursor stands still meanwhile.
+// A lost socket is dialled again and the session resumed (reconnect.js): the audio pipeline runs
+// on meanwhile and the replayed events play on where the page left off.
 import { BoundedSet } from "./playback-core.js";
+import { Backoff, ResumeState, freshUrl, resumeUrl } from "./reconnect.js";
 
 const RATE = 24000;
 const $ = (id) => document.getElementById(id);
@@ -30,6 +33,14 @@ const tt = {
   //         worklet took it and where its cursor (samples) stood then
   pauses: {},
   decisions: [], // overlap.decision events: [{t, response_id, decision, reason, speech_ms}]
+  seqs: [], // server_event_seq of each event processed in this session, in order
+  // One per lost socket: {t_lost, code, attempts, t_resumed, outcome, last_seq, replayed_from_seq}
+  drops: [],
+  resume: null, // the ResumeState (session id, last seq, duplicates dropped, gaps)
+  backoff: {}, // Backoff options (reconnect.js BACKOFF): a test may shorten the schedule
+  get audio() { // the audio pipeline: "running" through a drop, "stopped" once given up
+    return ctx ? ctx.state : "stopped";
+  },
 };
 window.turntaker = tt;
 
@@ -38,14 +49,31 @@ let ctx = null;
 let stream = null;
 let playback = null;
 let capture = null;
-const interrupted = new BoundedSet(64);
+let interrupted = new BoundedSet(64);
 const items = new Map(); // rid -> audio item id
-const finishedOnWire = new BoundedSet(64); // rids whose response.done was completed
-const fullyPlayed = new BoundedSet(64); // rids played to the end and acknowledged
+let finishedOnWire = new BoundedSet(64); // rids whose response.done was completed
+let fullyPlayed = new BoundedSet(64); // rids played to the end and acknowledged
 let currentRid = null;
+
+// --- connection and resume ------------------------------------------------------------------
+const link = new ResumeState(); // the session's sequence, token and phase (reconnect.js)
+tt.resume = link;
+let baseUrl = null; // the URL the user asked for; a resume adds the session id to it
+let protocols = null;
+let leaving = false; // the user pressed Disconnect: the close is final
+let replaced = false; // another connection took the session over: do not take it back
+let backoff = null; // set from a drop until resumed (or given up)
+let lostAt = 0;
+let retryTimer = null;
+let answerTimer = null; // a resume unanswered this long is tried again on a new socket
+const RESUME_ANSWER_MS = 10000;
+// playback.acks that fell into a drop, sent once resumed: an answer that finished playing
+// while the socket was down still goes into the history. rid -> event; the latest wins.
+const pendingAcks = new Map();
 
 function log(dir, event) {
   const entry = { t: performance.now(), dir, type: event.type };
+  if (event.server_event_seq !== undefined) entry.seq = event.server_event_seq;
   if (event.response_id) entry.response_id = event.response_id;
   else if (event.response && event.response.id) entry.response_id = event.response.id;
   const input = event.session && event.session.audio && event.session.audio.input;
@@ -70,10 +98,14 @@ function log(dir, event) {
   box.scrollTop = box.scrollHeight;
 }
 
+// Returns whether it went out. While the socket is down or the resume unanswered nothing does
+// (mic audio included: it is dropped, not queued without bound), but session.resume itself.
 function send(event) {
-  if (!ws || ws.readyState !== WebSocket.OPEN) return;
+  if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+  if (!link.accepting() && event.type !== "session.resume") return false;
   ws.send(JSON.stringify(event));
   if (event.type !== "input_audio_buffer.append") log(">", event);
+  return true;
 }
 
 function setState(which, value) {
@@ -128,7 +160,14 @@ function ack(rid, playedSamples) {
   if (items.has(rid)) event.item_id = items.get(rid);
   tt.acks.push({ ...event, samples: playedSamples, t: performance.now() });
   if (tt.acks.length > 256) tt.acks.splice(0, 64);
-  send(event);
+  if (send(event)) sendEventAck(true);
+  else if (link.canResume() && !leaving) pendingAcks.set(rid, event);
+}
+
+// Lets the server free the journal of what the page has processed (harmless if it ignores it).
+function sendEventAck(force) {
+  const event = link.eventAck(50, force);
+  if (event) send(event);
 }
 
 function interrupt(rid, trigger) {
@@ -220,19 +259,30 @@ function onWorklet(msg) {
   }
 }
 
+function newPlayback() {
+  const node = new AudioWorkletNode(ctx, "turntaker-playback", { numberOfInputs: 0, outputChannelCount: [1] });
+  node.port.onmessage = (e) => {
+    // A replaced node's last reports (a new session started) are of a session that is gone.
+    if (node === playback) onWorklet(e.data);
+  };
+  node.connect(ctx.destination);
+  return node;
+}
+
 async function startAudio() {
   ctx = new AudioContext({ sampleRate: RATE });
   await ctx.audioWorklet.addModule("/static/capture-worklet.js");
   await ctx.audioWorklet.addModule("/static/playback-worklet.js");
-  playback = new AudioWorkletNode(ctx, "turntaker-playback", { numberOfInputs: 0, outputChannelCount: [1] });
-  playback.port.onmessage = (e) => onWorklet(e.data);
-  playback.connect(ctx.destination);
+  playback = newPlayback();
   stream = await navigator.mediaDevices.getUserMedia({
     audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false },
   });
   const source = ctx.createMediaStreamSource(stream);
   capture = new AudioWorkletNode(ctx, "turntaker-capture", { outputChannelCount: [1] });
-  capture.port.onmessage = (e) => send({ type: "input_audio_buffer.append", audio: bytesToB64(e.data) });
+  capture.port.onmessage = (e) => {
+    // While the socket is down the mic's audio is dropped (send would drop it too), unencoded.
+    if (link.accepting()) send({ type: "input_audio_buffer.append", audio: bytesToB64(e.data) });
+  };
   const mute = ctx.createGain();
   mute.gain.value = 0;
   source.connect(capture).connect(mute).connect(ctx.destination);
@@ -285,6 +335,29 @@ function turnDetection(interruption) {
     threshold: Number($("threshold").value),
     silence_duration_ms: Number($("silence").value),
   };
+}
+
+// Each server event passes the sequence check first: a replay that overlaps what already came
+// is dropped there, so no event (no audio sample) is processed twice.
+function onMessage(event) {
+  const { process, ignored, outcome } = link.receive(event);
+  for (const e of ignored) log("~", e); // in the log, never acted on
+  if (outcome === "resume_failed") {
+    // The session is gone; the connection goes on as a new one: start afresh on it, as a first
+    // connect does (the session.update before its session.created is handled).
+    newConversation();
+    sessionUpdate();
+  }
+  for (const e of process) {
+    if (e.server_event_seq !== undefined) {
+      tt.seqs.push(e.server_event_seq);
+      if (tt.seqs.length > 20000) tt.seqs.splice(0, 5000);
+    }
+    onServer(e);
+  }
+  if (outcome === "resumed" || outcome === "resume_failed") reconnected(outcome, event);
+  if (outcome === "replaced") replaced = true; // the server closes this socket with 1000 next
+  sendEventAck(false);
 }
 
 function onServer(event) {
@@ -424,24 +497,145 @@ async function connect() {
   }
   // Browsers cannot set an Authorization header: the key rides in a subprotocol, which the
   // server never echoes (it answers "realtime").
-  const protocols = ["realtime"];
+  protocols = ["realtime"];
   const key = $("key").value.trim();
   if (key) protocols.push("openai-insecure-api-key." + key);
-  ws = new WebSocket($("url").value, protocols);
-  ws.onopen = () => {
-    setState("state", "connected");
-    $("disconnect").disabled = false;
-    sessionUpdate();
-  };
-  ws.onmessage = (e) => onServer(JSON.parse(e.data));
-  ws.onclose = (e) => {
+  leaving = replaced = false;
+  link.start();
+  tt.seqs = [];
+  pendingAcks.clear();
+  try {
+    baseUrl = freshUrl($("url").value);
+    dial(baseUrl);
+  } catch (error) {
+    finish("error: " + error.name); // a URL that is no ws:// or wss:// URL
+  }
+}
+
+function dial(url) {
+  const sock = new WebSocket(url, protocols);
+  ws = sock;
+  // A socket given up on (Disconnect, an unanswered resume) may still report: only the
+  // current one speaks for the connection.
+  sock.onopen = () => sock === ws && opened();
+  sock.onmessage = (e) => sock === ws && onMessage(JSON.parse(e.data));
+  sock.onclose = (e) => sock === ws && closed(e);
+}
+
+function opened() {
+  $("disconnect").disabled = false;
+  if (link.phase === "down") {
+    // The resume is the connection's first client event; the provisional session.created the
+    // server may send first is ignored (reconnect.js).
+    send(link.beginResume());
+    const sock = ws;
+    answerTimer = setTimeout(() => sock.close(4000, "session.resume unanswered"), RESUME_ANSWER_MS);
+    return;
+  }
+  setState("state", "connected");
+  sessionUpdate();
+}
+
+function closed(e) {
+  clearTimeout(answerTimer);
+  // Nothing to resume after our own Disconnect, a server's normal close (the session ended),
+  // a refusal (1008: the key or origin will not change), a takeover, or before the session began.
+  const final = leaving || replaced || e.code === 1000 || e.code === 1008 || !link.canResume();
+  if (final) {
     // A refusal (wrong key, foreign origin, session limit) says why in its close reason.
-    setState("state", e.code === 1000 || e.code === 1005 ? "disconnected"
+    finish(replaced ? "disconnected (session taken over by another connection)"
+      : e.code === 1000 || e.code === 1005 ? "disconnected"
       : `disconnected (${e.code}${e.reason ? ": " + e.reason : ""})`);
-    stopAudio();
-    $("connect").disabled = false;
-    $("disconnect").disabled = true;
-  };
+    return;
+  }
+  if (backoff === null) {
+    // The first loss: the audio pipeline keeps running, the worklet plays what it holds.
+    backoff = new Backoff(tt.backoff);
+    lostAt = performance.now();
+    tt.drops.push({
+      t_lost: lostAt, code: e.code, attempts: 0, t_resumed: null, outcome: null,
+      last_seq: link.lastSeq, replayed_from_seq: null,
+    });
+    if (tt.drops.length > 64) tt.drops.splice(0, 16);
+  }
+  link.dropped();
+  setState("state", "reconnecting…");
+  const delay = backoff.next(performance.now() - lostAt);
+  if (delay === null) {
+    finish("disconnected (gave up reconnecting)");
+    return;
+  }
+  retryTimer = setTimeout(() => {
+    retryTimer = null;
+    tt.drops[tt.drops.length - 1].attempts += 1;
+    dial(resumeUrl(baseUrl, link.sessionId));
+  }, delay);
+}
+
+// The answer to a resume: the same session plays on, or (failed) a new one has begun.
+function reconnected(outcome, event) {
+  clearTimeout(answerTimer);
+  backoff = null;
+  const drop = tt.drops[tt.drops.length - 1];
+  if (drop) {
+    Object.assign(drop, { t_resumed: performance.now(), outcome });
+    if (outcome === "resumed") drop.replayed_from_seq = event.replayed_from_seq ?? null;
+  }
+  if (outcome === "resumed") {
+    setState("state", "connected (resumed)");
+    const acks = [...pendingAcks.values()];
+    pendingAcks.clear();
+    for (const a of acks) send(a);
+    if (acks.length) sendEventAck(true);
+  } else {
+    setState("state", "connected (new session: resume failed)");
+  }
+}
+
+// A new session on the same page: the old one's conversation, queued audio and ACKs are gone.
+function newConversation() {
+  tt.seqs = [];
+  pendingAcks.clear();
+  lines.clear();
+  $("transcript").textContent = "";
+  items.clear();
+  interrupted = new BoundedSet(64);
+  finishedOnWire = new BoundedSet(64);
+  fullyPlayed = new BoundedSet(64);
+  currentRid = null;
+  if (playback) {
+    playback.disconnect();
+    playback = newPlayback();
+  }
+  setState("inputState", "-");
+  setState("responseState", "-");
+  setState("playbackState", "-");
+}
+
+// The connection is over for good: the audio stops only here.
+function finish(state) {
+  clearTimeout(retryTimer);
+  clearTimeout(answerTimer);
+  retryTimer = answerTimer = null;
+  backoff = null;
+  link.stop();
+  pendingAcks.clear();
+  ws = null;
+  setState("state", state);
+  stopAudio();
+  $("connect").disabled = false;
+  $("disconnect").disabled = true;
+}
+
+// A deliberate close is 1000: it ends the session on the server at once (no grace, no resume).
+function disconnect() {
+  leaving = true;
+  if (ws && (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING)) {
+    ws.close(1000);
+    // A socket still opening reports 1006 (its close frame never goes out); final either way.
+  } else {
+    finish("disconnected");
+  }
 }
 
 $("url").value = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/realtime`;
@@ -467,5 +661,5 @@ function showTurnKnobs() {
 $("turn-type").onchange = showTurnKnobs;
 showTurnKnobs();
 $("connect").onclick = connect;
-$("disconnect").onclick = () => ws && ws.close();
+$("disconnect").onclick = disconnect;
 $("apply").onclick = sessionUpdate;
