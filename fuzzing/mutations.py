@@ -100,6 +100,21 @@ _BAD_SESSION: Final[tuple[tuple[tuple[str, ...], Json], ...]] = (
     (("turn_detection",), {"type": "none"}),
     (("turn_detection", "threshold"), 2),
     (("input_audio_transcription",), []),
+    # Function tools: checked at the edge, whatever the session holds.
+    (("tools",), "get_weather"),
+    (("tools",), [{"type": "function", "name": "get weather"}]),
+    (("tools",), [{"type": "function", "name": ""}]),
+    (("tools",), [{"type": "function"}]),
+    (("tools",), [{"type": "mcp", "server_label": "x"}]),
+    (("tools",), [{"name": "f"}, {"name": "f"}]),
+    (("tools",), [{"name": "f", "parameters": {"type": "string"}}]),
+    (("tools",), [{"name": "f", "parameters": {"type": 5}}]),
+    (("tools",), [{"name": "f", "parameters": []}]),
+    (("tools",), [{"name": f"f{i}"} for i in range(129)]),
+    (("tool_choice",), "sometimes"),
+    (("tool_choice",), {"type": "function"}),
+    (("tool_choice",), {"type": "mcp", "server_label": "x"}),
+    (("tool_choice",), 3),
 )
 # A beta field is read only when its GA twin is absent; drop the twin so the bad value counts.
 _GA_TWIN: Final[Mapping[str, tuple[str, ...]]] = {
@@ -146,7 +161,13 @@ _BAD_ITEMS: Final[tuple[Json, ...]] = (
     },
     {"type": "message", "role": "user", "content": [None]},
     {"type": "message", "role": "user", "id": 5, "content": []},
-    {"type": "function_call", "name": "f", "arguments": "{}"},
+    {"type": "function_call", "name": "f"},
+    {"type": "function_call", "arguments": "{}"},
+    {"type": "function_call", "name": 5, "arguments": "{}"},
+    {"type": "function_call_output", "output": "x"},
+    {"type": "function_call_output", "call_id": "c"},
+    {"type": "function_call_output", "call_id": "c", "output": {"a": 1}},
+    {"type": "mcp_call", "name": "f"},
     {"role": "user", "content": [], "type": 3},
 )
 _BAD_RESPONSE_PARAMS: Final[tuple[Json, ...]] = (
@@ -161,6 +182,11 @@ _BAD_RESPONSE_PARAMS: Final[tuple[Json, ...]] = (
     {"instructions": 5},
     {"metadata": {"a": 1}},
     {"metadata": "x"},
+    {"tools": [{"name": "bad name"}]},
+    {"tools": [{"name": "f", "parameters": {"type": "array"}}]},
+    {"tools": {"name": "f"}},
+    {"tool_choice": "sometimes"},
+    {"tool_choice": {"type": "function"}},
     "now",
     5,
     [],
@@ -247,7 +273,7 @@ def mutated_inputs(draw: st.DrawFn) -> FuzzInput:
         ]
         if nested:
             nested[0].setdefault(
-                draw(st.sampled_from(["foo", "tools", "tracing", "speed", "status"])),
+                draw(st.sampled_from(["foo", "truncation", "tracing", "speed", "status"])),
                 draw(SMALL_JSON),
             )
             # An unparseable event is named by sniffing "event_id"; a nested one must not fool it.

@@ -4,7 +4,9 @@ the timers and the clock, played from one seeded random generator.
 Rules:
 - Each stand-in answers only what the core asked for, the way its real counterpart can:
   a backend stream per `StartBackend` (a few audio or text chunks, then done, failed, or
-  nothing at all: a hung stream; a preemptive response's too, whose output the core holds),
+  nothing at all: a hung stream; a preemptive response's too, whose output the core holds;
+  given tools it may call one as the pipeline contract says: after any speech, pieces of a
+  call of one of its tools, a call alone where the choice asks for one),
   one `SpeechProbabilities` (or `VadDown`) per `DetectSpeech` in the order asked, one
   `TranscriptReady` per `Transcribe` in any order, one `TurnPrediction` per `PredictTurn` in
   any order (the turn complete, not complete, in between, or the model's error), one
@@ -41,6 +43,7 @@ from orchestrator.inputs import (
     BackendEvent,
     BackendFailed,
     BackendText,
+    BackendToolCall,
     SpeechProbabilities,
     TimerFired,
     TimerKind,
@@ -48,6 +51,7 @@ from orchestrator.inputs import (
     TurnPrediction,
     VadDown,
 )
+from orchestrator.protocol.tools import ToolChoiceFunction
 
 # What the core takes from these stand-ins.
 WorldInput = (
@@ -57,6 +61,7 @@ WorldInput = (
 _CLOCK_STEPS_MS: Final = (0, 0, 0, 5, 20, 100, 500, 2_000, 12_000, 40_000)
 _CHUNK_BYTES: Final = (0, 2, 480, 960, 4_800)  # pcm16 24 kHz: 0, 1 sample, 10, 20, 100 ms
 _TEXTS: Final = ("", "word ", "é ", "😀", "Hello there. ")
+_ARGUMENTS: Final = ('{"city": ', '"Paris"', "}", "", '"é😀"')
 
 
 class StandIns:
@@ -105,15 +110,26 @@ class StandIns:
             self.problems.append(f"the backend of {rid} was started twice")
         self.started.add(rid)
         rng = self.rng
-        audio = "audio" in start.request.output_modalities
+        request = start.request
+        audio = "audio" in request.output_modalities
         stream: deque[BackendEvent] = deque()
-        for _ in range(rng.choice((0, 1, 2, 3, 4, 8))):
+        for _ in range(0 if request.call_only else rng.choice((0, 1, 2, 3, 4, 8))):
             text = rng.choice(_TEXTS)
             if audio:
                 chunk = bytes(rng.choice(_CHUNK_BYTES))
                 stream.append(BackendAudio(rid, start.seq, chunk, text))
             else:
                 stream.append(BackendText(rid, start.seq, text))
+        calls = request.tools and request.tool_choice != "none"
+        if calls and (request.call_only or rng.random() < 0.5):
+            choice = request.tool_choice
+            if isinstance(choice, ToolChoiceFunction):
+                name = choice.name
+            else:
+                name = rng.choice(request.tools).name
+            for index in range(rng.choice((1, 2, 3, 5))):
+                piece = rng.choice(_ARGUMENTS)
+                stream.append(BackendToolCall(rid, start.seq, name if index == 0 else "", piece))
         end = rng.random()
         if end < 0.8:
             stream.append(BackendDone(rid, start.seq, output_tokens=len(stream)))

@@ -12,6 +12,11 @@ Rules:
   `preemptive_response` on or off: a server that runs the `turn` model accepts both (the
   in-memory runner's core has one; so does a live server with all its models).
 - `conversation: "none"` (out-of-band responses) is refused with `unsupported_conversation`.
+- Function calling: a `session.update` or `response.create` that gives `tools` gives a
+  `tool_choice` that fits them (a mode, or one of their names), and one that gives only a
+  choice gives `auto` or `none`, so whatever the session holds it cannot be refused for it;
+  items may be `function_call` (with or without `call_id`) and `function_call_output` (any
+  `call_id`: an unknown one is accepted).
 """
 
 from __future__ import annotations
@@ -101,6 +106,38 @@ _TRANSCRIPTION: Final = st.none() | optional(
     language=st.sampled_from(["en", "fr", ""]),
     prompt=TEXT,
 )
+# Valid schemas of an object's parameters, and the names they go by.
+_SCHEMAS: Final = st.sampled_from(
+    [
+        {"type": "object", "properties": {}},
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}},
+        {"type": "object", "additionalProperties": False},
+    ]
+)
+_TOOL_NAMES: Final = st.sampled_from(["get_weather", "set_alarm", "ping", "a-b_9"])
+_TOOL: Final = st.builds(
+    lambda name, extra: {"type": "function", "name": name, **extra},
+    _TOOL_NAMES,
+    optional(description=TEXT, parameters=_SCHEMAS),
+)
+
+
+@st.composite
+def _tool_fields(draw: st.DrawFn) -> dict[str, Json]:
+    """`tools` with a `tool_choice` that fits them, a choice that fits any tools, or neither."""
+    how = draw(st.sampled_from(["none", "none", "tools", "tools", "choice"]))
+    if how == "none":
+        return {}
+    if how == "choice":
+        return {"tool_choice": draw(st.sampled_from(["auto", "none"]))}
+    tools = draw(st.lists(_TOOL, max_size=3, unique_by=lambda tool: tool["name"]))
+    choices: list[Json] = ["auto", "none"]
+    if tools:
+        choices += ["required", *({"type": "function", "name": t["name"]} for t in tools)]
+    return {"tools": tools, "tool_choice": draw(st.sampled_from(choices))}
+
+
 _MODALITIES: Final = st.sampled_from([["audio"], ["text"], ["text", "audio"], ["audio", "text"]])
 _VOICE: Final = st.sampled_from(["alloy", "marin", "cedar", "verse"]) | TEXT
 _MAX_TOKENS: Final = st.integers(1, 64) | st.just("inf") | st.just(2**70)
@@ -138,7 +175,7 @@ def with_id(event: dict[str, Json], event_id: str | None) -> dict[str, Json]:
 @st.composite
 def _session_update(draw: st.DrawFn) -> Valid:
     session = draw(st.one_of(_GA_SESSION, _GA_SESSION, _BETA_SESSION))
-    event = {"type": "session.update", "session": session}
+    event = {"type": "session.update", "session": {**session, **draw(_tool_fields())}}
     return Valid(event, "reply", frozenset({"session.updated"}))
 
 
@@ -192,8 +229,35 @@ def _content_part(role: str) -> st.SearchStrategy[dict[str, Json]]:
     )
 
 
+_CALL_ITEMS: Final = st.one_of(
+    st.builds(
+        lambda name, args, extra: {
+            "type": "function_call",
+            "name": name,
+            "arguments": args,
+            **extra,
+        },
+        _TOOL_NAMES,
+        st.sampled_from(["{}", '{"city": "Paris"}', ""]),
+        optional(call_id=SHORT_ID),
+    ),
+    st.builds(
+        lambda call_id, output: {
+            "type": "function_call_output",
+            "call_id": call_id,
+            "output": output,
+        },
+        SHORT_ID,
+        TEXT,
+    ),
+)
+
+
 @st.composite
 def _item(draw: st.DrawFn) -> dict[str, Json]:
+    if draw(st.integers(0, 5)) == 0:
+        call: dict[str, Json] = draw(_CALL_ITEMS)
+        return call
     role = draw(st.sampled_from(["user", "user", "system", "assistant"]))
     content = draw(st.lists(_content_part(role), max_size=3))
     return {"type": "message", "role": role, "content": content}
@@ -250,6 +314,8 @@ _RESPONSE_PARAMS: Final = optional(
 @st.composite
 def _response_create(draw: st.DrawFn) -> Valid:
     params = draw(st.none() | st.none() | _RESPONSE_PARAMS)
+    if params is not None:
+        params = {**params, **draw(_tool_fields())}
     event: dict[str, Json] = {"type": "response.create"}
     if params is not None or draw(st.booleans()):
         event["response"] = params

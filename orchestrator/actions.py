@@ -16,6 +16,7 @@ from typing import Literal
 
 from orchestrator.conversation import Item
 from orchestrator.inputs import Samples, TimerKind, TranscriptPurpose
+from orchestrator.protocol.tools import FunctionTool, ToolChoice, ToolChoiceFunction
 from statecharts.effects import CancelBackend, StartBackend
 
 __all__ = [
@@ -34,7 +35,8 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class InferenceRequest:
-    """Everything a pipeline needs for one response: the pruned prompt and parameters."""
+    """Everything a pipeline needs for one response: the pruned prompt and parameters, with
+    the tools in force and the tool choice (checked to fit them)."""
 
     instructions: str
     items: tuple[Item, ...]
@@ -42,6 +44,14 @@ class InferenceRequest:
     max_output_tokens: int | None
     voice: str = "alloy"
     metadata: dict[str, str] = field(default_factory=dict)
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = "auto"
+
+    @property
+    def call_only(self) -> bool:
+        """The reply is a function call and nothing else (`required`, or a named function)."""
+        choice = self.tool_choice
+        return bool(self.tools) and (choice == "required" or isinstance(choice, ToolChoiceFunction))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

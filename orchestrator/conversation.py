@@ -5,8 +5,13 @@ Guarantees:
   fill and prune act on ids, never on content.
 - A reply slot opened by `open_reply` is an empty assistant item (the empty boundary) that keeps
   its position; `fill_reply` replaces its content in place even after newer turns were added.
-- A turn is a run of consecutive user/system items plus the assistant items after it; leading
-  assistant items form a turn of their own. An empty boundary keeps two user turns apart.
+- A turn is a run of consecutive user/system messages (its input) plus the reply items after
+  it: assistant messages, function calls and function call outputs (`tool` items), so a call
+  and the client's answer to it belong to the turn they answer and are pruned with it.
+  Leading reply items form a turn of their own. An empty boundary keeps two user turns apart.
+- A function call is an assistant item whose one part is a `FunctionCall`; a model's call is
+  held in a reply slot (`open_reply`) that `fill_reply` fills only once the call is complete,
+  so a call cut short stays the empty boundary and never reaches a prompt.
 - Pruning evicts whole turns, oldest first, while a limit (`HistoryLimits`) is exceeded, and
   stops as soon as all limits hold. The current user input (the last turn holding a user item)
   and everything after it is never evicted, so it is always present and always last.
@@ -22,7 +27,8 @@ from typing import Any, Literal
 
 from orchestrator.protocol.session_config import PCM16, AudioFormat
 
-Role = Literal["user", "assistant", "system"]
+# `tool`: a function call output (the client's answer to a call).
+Role = Literal["user", "assistant", "system", "tool"]
 
 # Reserved by the protocol: `previous_item_id: "root"` means "insert first".
 ROOT = "root"
@@ -94,7 +100,40 @@ class OutputAudio:
         return len(self.transcript.encode()) if self.transcript else 0
 
 
-Content = InputText | InputAudio | InputImage | OutputText | OutputAudio
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """A complete function call: the model's (heard once complete) or a client's."""
+
+    call_id: str
+    name: str
+    arguments: str  # JSON text, as the model produced it
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.name.encode()) + len(self.arguments.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCallOutput:
+    """The client's answer to a call (`function_call_output`)."""
+
+    call_id: str
+    output: str
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.output.encode())
+
+
+Content = (
+    InputText
+    | InputAudio
+    | InputImage
+    | OutputText
+    | OutputAudio
+    | FunctionCall
+    | FunctionCallOutput
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +150,23 @@ class Item:
     @property
     def is_empty_boundary(self) -> bool:
         return self.role == "assistant" and not self.content
+
+    @property
+    def opens_turn(self) -> bool:
+        """A user or system message: the input a turn starts with."""
+        return self.role in ("user", "system")
+
+    @property
+    def call(self) -> FunctionCall | None:
+        """The function call this item is, if it is one."""
+        part = self.content[0] if len(self.content) == 1 else None
+        return part if isinstance(part, FunctionCall) else None
+
+    @property
+    def call_output(self) -> FunctionCallOutput | None:
+        """The function call output this item is, if it is one."""
+        part = self.content[0] if len(self.content) == 1 else None
+        return part if isinstance(part, FunctionCallOutput) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,9 +219,9 @@ def split_turns(items: tuple[Item, ...]) -> tuple[Turn, ...]:
     turns: list[Turn] = []
     current: list[Item] = []
     for item in items:
-        # A non-assistant item after an assistant one starts the next turn; this is why an
-        # empty boundary keeps two user turns from merging.
-        if current and item.role != "assistant" and current[-1].role == "assistant":
+        # An input item after a reply item starts the next turn; this is why an empty
+        # boundary keeps two user turns from merging.
+        if current and item.opens_turn and not current[-1].opens_turn:
             turns.append(Turn(tuple(current)))
             current = []
         current.append(item)
@@ -308,10 +364,18 @@ def content_json(part: Content) -> dict[str, Any]:
         return {"type": "input_image", "image_url": part.image_url}
     if isinstance(part, OutputText):
         return {"type": "output_text", "text": part.text}
-    return {"type": "output_audio", "transcript": part.transcript, "audio_ms": part.audio_ms}
+    if isinstance(part, OutputAudio):
+        return {"type": "output_audio", "transcript": part.transcript, "audio_ms": part.audio_ms}
+    if isinstance(part, FunctionCall):
+        return {"call_id": part.call_id, "name": part.name, "arguments": part.arguments}
+    return {"call_id": part.call_id, "output": part.output}
 
 
 def item_json(item: Item) -> dict[str, Any]:
+    if item.call is not None:
+        return {"id": item.id, "type": "function_call", **content_json(item.call)}
+    if item.call_output is not None:
+        return {"id": item.id, "type": "function_call_output", **content_json(item.call_output)}
     return {
         "id": item.id,
         "type": "message",

@@ -24,7 +24,8 @@ acts):
   client's own response) is a `context_changed` for the session chart.
 - The parts: turn taking (VAD, semantic end of turn, preemptive responses, pause mode, the
   idle timer) in orchestrator/core_turns.py; items, history and transcripts in
-  orchestrator/core_items.py; the shared state in orchestrator/core_state.py. Responses and
+  orchestrator/core_items.py; function calling (tools, a response's call, its output items)
+  in orchestrator/core_tools.py; the shared state in orchestrator/core_state.py. Responses and
   the routing of every chart effect are here.
 """
 
@@ -40,6 +41,7 @@ from orchestrator.actions import (
 from orchestrator.audio import OutputAudio
 from orchestrator.core_items import ItemHandling
 from orchestrator.core_state import LiveResponse
+from orchestrator.core_tools import ToolCalls
 from orchestrator.core_turns import TurnTaking
 from orchestrator.core_types import (
     CoreConfig,
@@ -54,6 +56,7 @@ from orchestrator.inputs import (
     BackendEvent,
     BackendFailed,
     BackendText,
+    BackendToolCall,
     CloseRequested,
     SpeechProbabilities,
     TimerFired,
@@ -92,7 +95,7 @@ _CONTEXT_EVENTS = (
 )
 
 
-class SessionCore(TurnTaking, ItemHandling):
+class SessionCore(TurnTaking, ItemHandling, ToolCalls):
     # The I/O layer's interface --------------------------------------------------------
     @property
     def input_format(self) -> AudioFormat:
@@ -117,7 +120,9 @@ class SessionCore(TurnTaking, ItemHandling):
             return self.vad(event)
         elif isinstance(event, TurnPrediction):
             self._turn_predicted(event)
-        elif isinstance(event, BackendText | BackendAudio | BackendDone | BackendFailed):
+        elif isinstance(
+            event, BackendText | BackendAudio | BackendToolCall | BackendDone | BackendFailed
+        ):
             return self.backend(event)
         elif isinstance(event, TranscriptReady):
             self._transcript(event)
@@ -164,7 +169,7 @@ class SessionCore(TurnTaking, ItemHandling):
         if live is None or live.seq != event.seq or not self.fence.admits(event.seq):
             return  # rule 2: late output of a closed response is dropped here
         rid = event.response_id
-        if isinstance(event, BackendAudio | BackendText):
+        if isinstance(event, BackendAudio | BackendText | BackendToolCall):
             for effect in live.chart.forward(event):  # the `output` event's fast path
                 self._response_effect(live, effect)
         elif isinstance(event, BackendDone):
@@ -202,7 +207,9 @@ class SessionCore(TurnTaking, ItemHandling):
             if event.item_id not in self.conversation:
                 self._item_not_found(event.item_id)
                 return
-            self._events.append(self.env.item_retrieved(self.conversation.get(event.item_id)))
+            streaming = self._live_call_item(event.item_id)
+            item = self.conversation.get(event.item_id)
+            self._events.append(self.env.item_retrieved(item, streaming))
         elif isinstance(event, ce.ConversationItemDelete):
             if event.item_id not in self.conversation:
                 self._item_not_found(event.item_id)
@@ -232,7 +239,10 @@ class SessionCore(TurnTaking, ItemHandling):
                 "session.audio.input.turn_detection.type",
             )
             return
-        self.settings = self.settings.apply(event.session)
+        settings = self.settings.apply(event.session)
+        if self._refuse_session_tools(event.session, settings):
+            return
+        self.settings = settings
         vad = self.settings.turn_detection
         policy = vad.policy if vad is not None else Interruption()
         self.chart.configure(
@@ -280,6 +290,8 @@ class SessionCore(TurnTaking, ItemHandling):
                 "response.conversation",
             )
             return
+        if self._refuse_response_tools(params):
+            return
         self._act(self.input.disarm_idle())
         self.conversation.prune()
         if adopted is not None:
@@ -290,15 +302,20 @@ class SessionCore(TurnTaking, ItemHandling):
         modalities = request.output_modalities
         item_id = self._new_id("item")
         chart = ResponseChart(rid, seq, request)
-        live = LiveResponse(chart, seq, item_id, "audio" in modalities, request)
+        message = not request.call_only  # a call alone: no message item at all
+        live = LiveResponse(chart, seq, item_id, "audio" in modalities, request, message)
         if live.audio and self.settings.output_format.type != "audio/pcm":
             live.encoder = OutputAudio(self.settings.output_format)
         self.live[rid] = live
         for evicted in self.ledger.open(rid, item_id):
             self._forget(evicted)
         previous = self._last_item_id()
-        self.conversation.open_reply(item_id, rid)
-        self._events.extend(self.env.response_started(rid, item_id, previous, modalities, request))
+        if message:
+            self.conversation.open_reply(item_id, rid)
+        announced = item_id if message else None
+        self._events.extend(
+            self.env.response_started(rid, announced, previous, modalities, request)
+        )
         self._run_session("response_started", response_id=rid)
         if adopted is None:
             self._run_response(rid, "start")
@@ -318,6 +335,7 @@ class SessionCore(TurnTaking, ItemHandling):
             else (settings.instructions)
         )
         max_tokens = (params.max_output_tokens if params else None) or settings.max_output_tokens
+        tools, choice = self._tools_for(params)
         return InferenceRequest(
             instructions=instructions,
             items=items,
@@ -325,6 +343,8 @@ class SessionCore(TurnTaking, ItemHandling):
             max_output_tokens=None if max_tokens == "inf" else int(max_tokens),
             voice=settings.voice,
             metadata=dict(params.metadata or {}) if params else {},
+            tools=tools,
+            tool_choice=choice,
         )
 
     def _forget(self, rid: str) -> None:
@@ -404,20 +424,12 @@ class SessionCore(TurnTaking, ItemHandling):
             self._events.append(self.env.cleared(rid))
         elif isinstance(effect, fx.SendResponseDone):
             self.fence.close(live.seq)
-            self._events.extend(
-                self.env.response_finished(
-                    rid,
-                    live.item_id,
-                    effect.status,
-                    effect.reason,
-                    transcript="".join(live.text_parts),
-                    audio=live.audio,
-                    output_tokens=live.output_tokens,
-                )
-            )
+            self._end_output(live, effect.status, effect.reason)
             live.encoder = None
-            if effect.status == "completed":
+            if effect.status == "completed" and live.call is None:
                 self._arm_idle(self.ledger.generated_ms(rid) if rid in self.ledger else 0)
+        elif isinstance(effect, fx.CommitCall):
+            self._commit_call(live)
         elif isinstance(effect, fx.CommitHistory):
             if effect.mode == "cut":
                 if effect.audio_end_ms is not None:
@@ -442,7 +454,11 @@ class SessionCore(TurnTaking, ItemHandling):
 
     def _forward(self, live: LiveResponse, chunk: object) -> None:
         rid = live.chart.response_id
-        if isinstance(chunk, BackendAudio):
+        if isinstance(chunk, BackendToolCall):
+            self._forward_call(live, chunk)
+        elif not self._speaks(live):
+            return  # after its call started, or a call alone: nothing is spoken
+        elif isinstance(chunk, BackendAudio):
             ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
             live.audio_ms += ms
             self.ledger.append(rid, ms, chunk.text)

@@ -5,6 +5,8 @@ Part of `SessionCore` (orchestrator/core_state.py says how the core is assembled
 - Rule 5/6: the conversation keeps only what was heard (`_write_history` from the playback
   ledger); pruning runs at every new user input. Truncates and ACKs cut or complete a reply.
 - Item ids: a client may pick any id but `root`, or one promised to the turn being spoken.
+- A client's `function_call` / `function_call_output` items are history as they come
+  (orchestrator/core_tools.py); only a response's own message item can be truncated.
 - Transcription: each committed turn is transcribed once (`Transcribe`) when the session asks
   for input transcripts or the pipeline hears through them (the cascade); there, a response's
   `StartBackend` waits, bounded by `transcript_wait_ms`, for its turns' transcripts. A turn
@@ -26,6 +28,7 @@ from orchestrator.actions import (
 )
 from orchestrator.audio import decode_input
 from orchestrator.core_state import CoreState
+from orchestrator.core_tools import tool_item
 from orchestrator.inputs import (
     TranscriptReady,
 )
@@ -135,9 +138,12 @@ class ItemHandling(CoreState):
             # speech_started (or timeout_triggered) already promised this id to the next turn.
             self._error("item_already_exists", f"Item '{item_id}' already exists.", "item.id")
             return
-        fmt = self.settings.input_format
-        content = tuple(_content_from_wire(part, fmt) for part in event.item.content)
-        item = conv.Item(item_id, event.item.role, content)
+        if isinstance(event.item, wire.MessageItem):
+            fmt = self.settings.input_format
+            content = tuple(_content_from_wire(part, fmt) for part in event.item.content)
+            item = conv.Item(item_id, event.item.role, content)
+        else:
+            item = tool_item(item_id, event.item)
         previous = event.previous_item_id
         try:
             self.conversation.add(item, previous)
@@ -164,7 +170,12 @@ class ItemHandling(CoreState):
             return
         item = self.conversation.get(item_id)
         rid = item.response_id
-        if item.role != "assistant" or rid is None or rid not in self.ledger:
+        if (
+            item.role != "assistant"
+            or rid is None
+            or rid not in self.ledger
+            or self.ledger.item_id(rid) != item_id  # its call, not its message
+        ):
             self._error(
                 "invalid_value", "Only assistant audio replies can be truncated.", "item_id"
             )

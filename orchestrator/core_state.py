@@ -28,7 +28,7 @@ from orchestrator.core_types import (
     Step,
 )
 from orchestrator.end_of_turn import EndOfTurn
-from orchestrator.envelope import Envelope
+from orchestrator.envelope import CallOutput, Envelope
 from orchestrator.fencing import ResponseFence
 from orchestrator.inputs import (
     BackendEvent,
@@ -38,6 +38,7 @@ from orchestrator.overlap import OverlapStep, OverlapTracker
 from orchestrator.playback import PlaybackLedger
 from orchestrator.preemption import Preemption
 from orchestrator.protocol import client as ce
+from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import (
     Interruption,
@@ -48,18 +49,33 @@ from orchestrator.user_input import UserInput
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
-__all__ = ["CoreState", "LiveResponse"]
+__all__ = ["CoreState", "LiveCall", "LiveResponse"]
+
+
+@dataclass(slots=True)
+class LiveCall:
+    """The function call a response is making: its output item and its arguments so far."""
+
+    out: CallOutput
+    arguments: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class LiveResponse:
-    """A response the session still tracks: generating, or generated and not yet heard."""
+    """A response the session still tracks: generating, or generated and not yet heard.
+
+    `item_id` is its message item (and its ledger entry's); `message` is False for a reply
+    that is a call alone, whose message item is never announced nor opened."""
 
     chart: ResponseChart
     seq: int
     item_id: str
     audio: bool
     request: InferenceRequest
+    message: bool = True
+    # The message item as `response.output_item.done` sent it when a call closed it early.
+    message_closed: wire.MessageItem | None = None
+    call: LiveCall | None = None
     text_parts: list[str] = field(default_factory=list)
     audio_ms: int = 0
     output_tokens: int = 0

@@ -20,6 +20,7 @@ from orchestrator.inputs import (
     BackendDone,
     BackendFailed,
     BackendText,
+    BackendToolCall,
     CloseRequested,
     SpeechProbabilities,
     TimerFired,
@@ -67,6 +68,7 @@ CoreInput = (
     | TurnPrediction
     | BackendText
     | BackendAudio
+    | BackendToolCall
     | BackendDone
     | BackendFailed
     | TranscriptReady

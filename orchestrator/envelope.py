@@ -2,10 +2,15 @@
 
 One place knows the envelope of a response (`response.created`, `output_item.added`,
 `conversation.item.added`, `content_part.added`, deltas, the `.done` events, `response.done`)
-so the core speaks in terms of what happened, not of wire shapes.
+so the core speaks in terms of what happened, not of wire shapes. A response's output items
+are its message (output index 0, when it has one) and its function call (after the message,
+or 0 for a reply that is a call alone): each is announced, streamed and closed in turn, the
+message first.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from orchestrator import conversation as conv
 from orchestrator.actions import InferenceRequest
@@ -30,13 +35,46 @@ OutEvent = se.ServerEvent
 _CANCEL_REASONS = {"turn_detected": "turn_detected", "client_cancelled": "client_cancelled"}
 
 
-def wire_item(item: conv.Item, status: wire.ItemStatus = "completed") -> wire.MessageItem:
+def wire_item(item: conv.Item, status: wire.ItemStatus = "completed") -> wire.Item:
+    if (call := item.call) is not None:
+        return wire.FunctionCallItem(
+            id=item.id,
+            status=status,
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+        )
+    if (answer := item.call_output) is not None:
+        return wire.FunctionCallOutputItem(
+            id=item.id, status=status, call_id=answer.call_id, output=answer.output
+        )
+    # A `tool` item is always a call output (above); the fallback only narrows the type.
+    role = item.role if item.role != "tool" else "assistant"
     return wire.MessageItem(
         id=item.id,
         status=status,
-        role=item.role,
+        role=role,
         content=tuple(_wire_part(part) for part in item.content),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutput:
+    """A response's function call output item, as its events name it."""
+
+    item_id: str
+    call_id: str
+    name: str
+    output_index: int
+
+    def item(self, status: wire.ItemStatus, arguments: str) -> wire.FunctionCallItem:
+        return wire.FunctionCallItem(
+            id=self.item_id,
+            status=status,
+            call_id=self.call_id,
+            name=self.name,
+            arguments=arguments,
+        )
 
 
 def _wire_part(part: conv.Content) -> wire.ContentPart:
@@ -48,7 +86,9 @@ def _wire_part(part: conv.Content) -> wire.ContentPart:
         return wire.InputImage(image_url=part.image_url)
     if isinstance(part, conv.OutputText):
         return wire.OutputText(text=part.text)
-    return wire.OutputAudio(transcript=part.transcript)
+    if isinstance(part, conv.OutputAudio):
+        return wire.OutputAudio(transcript=part.transcript)
+    raise ValueError(f"{type(part).__name__} is an item of its own, not a message part")
 
 
 class Envelope:
@@ -92,8 +132,10 @@ class Envelope:
     def item_done(self, item: conv.Item, previous: str | None) -> OutEvent:
         return se.ConversationItemDone(item=wire_item(item), previous_item_id=previous)
 
-    def item_retrieved(self, item: conv.Item) -> OutEvent:
-        return se.ConversationItemRetrieved(item=wire_item(item))
+    def item_retrieved(self, item: conv.Item, streaming: wire.Item | None = None) -> OutEvent:
+        """`streaming`: the item as its response streams it (a call in progress, whose slot
+        is still the empty boundary)."""
+        return se.ConversationItemRetrieved(item=streaming or wire_item(item))
 
     def item_deleted(self, item_id: str) -> OutEvent:
         return se.ConversationItemDeleted(item_id=item_id)
@@ -168,19 +210,24 @@ class Envelope:
     def response_started(
         self,
         rid: str,
-        item_id: str,
+        item_id: str | None,
         previous_item_id: str | None,
         modalities: tuple[Modality, ...],
         request: InferenceRequest,
     ) -> list[OutEvent]:
+        """`response.created` and its message item; `item_id` None: the reply is a call alone,
+        whose item is announced with the call (`call_started`)."""
+        created = se.ResponseCreated(
+            response=self._response(rid, modalities, metadata=request.metadata or None)
+        )
+        if item_id is None:
+            return [created]
         item = wire.MessageItem(id=item_id, status="in_progress", role="assistant")
         part = se.response_part(
             wire.OutputAudio(transcript="") if "audio" in modalities else wire.OutputText(text="")
         )
         return [
-            se.ResponseCreated(
-                response=self._response(rid, modalities, metadata=request.metadata or None)
-            ),
+            created,
             se.ResponseOutputItemAdded(response_id=rid, output_index=0, item=item),
             se.ConversationItemAdded(item=item, previous_item_id=previous_item_id),
             se.ResponseContentPartAdded(
@@ -211,49 +258,90 @@ class Envelope:
             response_id=rid, item_id=item_id, output_index=0, content_index=0, delta=text
         )
 
-    def response_finished(
-        self,
-        rid: str,
-        item_id: str,
-        status: ResponseStatus,
-        reason: str | None,
-        *,
-        transcript: str,
-        audio: bool,
-        output_tokens: int,
-    ) -> list[OutEvent]:
-        modalities: tuple[Modality, ...] = ("audio",) if audio else ("text",)
+    def message_done(
+        self, rid: str, item_id: str, completed: bool, *, transcript: str, audio: bool
+    ) -> tuple[list[OutEvent], wire.MessageItem]:
+        """The message item's closing events (its content's `.done` ones only when it was
+        completed), and the item as they sent it."""
         part: wire.ContentPart = (
             wire.OutputAudio(transcript=transcript) if audio else wire.OutputText(text=transcript)
         )
+        status: wire.ItemStatus = "completed" if completed else "incomplete"
+        item = wire.MessageItem(id=item_id, status=status, role="assistant", content=(part,))
         ids = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
         out: list[OutEvent] = []
-        if status == "completed":
-            item = wire.MessageItem(
-                id=item_id, status="completed", role="assistant", content=(part,)
-            )
+        if completed:
             if audio:
                 out.append(se.ResponseOutputAudioDone(**ids))  # type: ignore[arg-type]
                 out.append(se.ResponseOutputAudioTranscriptDone(transcript=transcript, **ids))  # type: ignore[arg-type]
             else:
                 out.append(se.ResponseOutputTextDone(text=transcript, **ids))  # type: ignore[arg-type]
             out.append(se.ResponseContentPartDone(part=se.response_part(part), **ids))  # type: ignore[arg-type]
-            details = None
-        else:
-            item = wire.MessageItem(
-                id=item_id, status="incomplete", role="assistant", content=(part,)
-            )
-            if status == "failed":
-                details = StatusDetails(
-                    type="failed", error=StatusError(type="server_error", message=reason)
-                )
-            else:
-                details = StatusDetails(
-                    type="cancelled",
-                    reason=_CANCEL_REASONS.get(reason or "", "client_cancelled"),  # type: ignore[arg-type]
-                )
         out.append(se.ResponseOutputItemDone(response_id=rid, output_index=0, item=item))
         out.append(se.ConversationItemDone(item=item))
+        return out, item
+
+    def call_started(self, rid: str, call: CallOutput, previous: str | None) -> list[OutEvent]:
+        item = call.item("in_progress", "")
+        return [
+            se.ResponseOutputItemAdded(response_id=rid, output_index=call.output_index, item=item),
+            se.ConversationItemAdded(item=item, previous_item_id=previous),
+        ]
+
+    def call_delta(self, rid: str, call: CallOutput, delta: str) -> OutEvent:
+        return se.ResponseFunctionCallArgumentsDelta(
+            response_id=rid,
+            item_id=call.item_id,
+            output_index=call.output_index,
+            call_id=call.call_id,
+            delta=delta,
+        )
+
+    def call_done(
+        self, rid: str, call: CallOutput, arguments: str, completed: bool
+    ) -> tuple[list[OutEvent], wire.FunctionCallItem]:
+        """The call's closing events: `arguments.done` only for a complete call (a cut one's
+        arguments are no call to run), and the item as they sent it."""
+        item = call.item("completed" if completed else "incomplete", arguments)
+        out: list[OutEvent] = []
+        if completed:
+            out.append(
+                se.ResponseFunctionCallArgumentsDone(
+                    response_id=rid,
+                    item_id=call.item_id,
+                    output_index=call.output_index,
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=arguments,
+                )
+            )
+        out.append(
+            se.ResponseOutputItemDone(response_id=rid, output_index=call.output_index, item=item)
+        )
+        out.append(se.ConversationItemDone(item=item))
+        return out, item
+
+    def response_done(
+        self,
+        rid: str,
+        status: ResponseStatus,
+        reason: str | None,
+        *,
+        output: tuple[wire.Item, ...],
+        audio: bool,
+        output_tokens: int,
+    ) -> OutEvent:
+        modalities: tuple[Modality, ...] = ("audio",) if audio else ("text",)
+        details = None
+        if status == "failed":
+            details = StatusDetails(
+                type="failed", error=StatusError(type="server_error", message=reason)
+            )
+        elif status != "completed":
+            details = StatusDetails(
+                type="cancelled",
+                reason=_CANCEL_REASONS.get(reason or "", "client_cancelled"),  # type: ignore[arg-type]
+            )
         usage = Usage(
             total_tokens=output_tokens,
             output_tokens=output_tokens,
@@ -262,19 +350,11 @@ class Envelope:
                 audio_tokens=output_tokens if audio else 0,
             ),
         )
-        out.append(
-            se.ResponseDone(
-                response=self._response(
-                    rid,
-                    modalities,
-                    status,
-                    status_details=details,
-                    output=(item,),
-                    usage=usage,
-                )
+        return se.ResponseDone(
+            response=self._response(
+                rid, modalities, status, status_details=details, output=output, usage=usage
             )
         )
-        return out
 
     def cleared(self, rid: str) -> OutEvent:
         return se.OutputAudioBufferCleared(response_id=rid)

@@ -81,6 +81,18 @@ class BackendAudio:
 
 
 @dataclass(frozen=True, slots=True)
+class BackendToolCall:
+    """The next piece of the response's function call (the pipeline's `TOOL_CALL`): `name`
+    in the call's first piece only ("" after), `arguments_delta` the next piece of its
+    arguments' JSON text. The call is complete when the stream is (`BackendDone`)."""
+
+    response_id: str
+    seq: int
+    name: str
+    arguments_delta: str
+
+
+@dataclass(frozen=True, slots=True)
 class BackendDone:
     response_id: str
     seq: int
@@ -94,7 +106,7 @@ class BackendFailed:
     reason: str
 
 
-BackendEvent = BackendText | BackendAudio | BackendDone | BackendFailed
+BackendEvent = BackendText | BackendAudio | BackendToolCall | BackendDone | BackendFailed
 
 
 # `turn`: a committed user turn's transcript; `overlap`: a partial of pause mode's overlapping

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from orchestrator.actions import StartBackend
-from orchestrator.inputs import BackendAudio, BackendEvent, BackendText
+from orchestrator.inputs import BackendAudio, BackendEvent, BackendText, BackendToolCall
 
 __all__ = ["Preemption"]
 
@@ -61,6 +61,8 @@ class Preemption:
             size += len(event.audio) + len(event.text.encode())
         elif isinstance(event, BackendText):
             size += len(event.text.encode())
+        elif isinstance(event, BackendToolCall):
+            size += len(event.name.encode()) + len(event.arguments_delta.encode())
         if len(self.held) >= self.max_events or self.held_bytes + size > self.max_bytes:
             return False
         self.held.append(event)

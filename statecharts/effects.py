@@ -109,6 +109,14 @@ class CommitHistory:
 
 
 @dataclass(frozen=True, slots=True)
+class CommitCall:
+    """The response's function call, if it made one, is complete: write it into its history
+    slot (a call has no audio, so it is heard once complete; rule 5)."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class CommitInput:
     """Commit the input audio buffer as the next user item."""
 
@@ -258,6 +266,7 @@ Effect = (
     | SendCleared
     | SendResponseDone
     | CommitHistory
+    | CommitCall
     | CommitInput
     | CreateResponse
     | InterruptResponses

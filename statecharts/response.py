@@ -19,6 +19,10 @@ Rules it guarantees (docs/protocol.md):
 - Rule 5: history is written only by `CommitHistory`: `full` only after the whole reply was
   played (`played`), or at completion when there is no audio to play; `cut` on every
   interruption. A final state has no outgoing transition, so a later ACK can never undo a cut.
+- Rule 5 for function calls: a call has no audio, so it is heard once complete, and complete
+  only when its stream is: `CommitCall` is emitted by `complete` alone (before the terminal).
+  Every other way out of `generating` (barge-in, cancel, truncate, failure) ends the response
+  without it, so a call cut before its arguments were complete never reaches the history.
 - Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
 - An adopted preemptive response (`adopt`) starts generating without `StartBackend`: its
   stream was started before its turn was committed (orchestrator/preemption.py); from then on
@@ -38,6 +42,7 @@ from statemachine import State
 from statecharts.base import Chart
 from statecharts.effects import (
     CancelBackend,
+    CommitCall,
     CommitHistory,
     Effect,
     ForwardOutput,
@@ -127,11 +132,13 @@ class ResponseChart(Chart):
         return []
 
     def _on_complete(self) -> None:
+        self.emit(CommitCall(self.response_id))
         self._done("completed", None)
         self._finished(audio_pending=True)
 
     def _on_complete_unheard_nothing(self) -> None:
-        # Nothing to play (text only or empty): the reply is heard as soon as it is complete.
+        # Nothing to play (text only, a call, or empty): heard as soon as it is complete.
+        self.emit(CommitCall(self.response_id))
         self._done("completed", None)
         self._finished(audio_pending=False)
         self._commit("full")

@@ -10,14 +10,24 @@ Inputs of both ensembles (names and types are the same in both `config.pbtxt`):
 - `AUDIO_LENGTHS` TYPE_INT32 [-1]  samples per audio part, in the same order.
 - `PARAMETERS`    TYPE_STRING [1]  JSON `GenerationParameters`.
 
-Outputs, streamed (a response may carry either or both; the last one has the final flag):
+Outputs, streamed (a response may carry any of them; the last one has the final flag):
 - `TEXT_DELTA`    TYPE_STRING [1]  the next piece of the assistant's text (UTF-8, may be "").
 - `AUDIO_CHUNK`   TYPE_FP32  [-1]  the next 24 kHz mono samples of the spoken answer.
+- `TOOL_CALL`     TYPE_STRING [1]  JSON `ToolCallDelta` below (optional; "" or absent: none):
+                                   the next piece of the model's function call. Never spoken,
+                                   never in `TEXT_DELTA`.
+
+Function calling (`GenerationParameters.tools`): at most one call per generation, after any
+spoken text; once a call has started nothing more is spoken. The call's first delta names the
+function (`name`), every delta carries the next piece of its `arguments` JSON text, and the
+call ends with the stream. With `tool_choice` "required" or "function" the generation is the
+call alone, its arguments decoded under a grammar built from the function's `parameters`
+schema, so they always validate.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -43,17 +53,53 @@ class ImagePart(msgspec.Struct, tag="image", frozen=True):
     image_url: str
 
 
-Part = TextPart | AudioPart | ImagePart
+class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
+    """In an assistant message: a function call the model made (a `function_call` item)."""
+
+    call_id: str
+    name: str
+    # JSON text, as the model produced it.
+    arguments: str
+
+
+class ToolResultPart(msgspec.Struct, tag="tool_result", frozen=True):
+    """In a `tool` message: the client's answer to a call (a `function_call_output` item)."""
+
+    call_id: str
+    output: str
+
+
+Part = TextPart | AudioPart | ImagePart | ToolCallPart | ToolResultPart
 
 
 class Message(msgspec.Struct, frozen=True):
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     # An assistant message with no content is the boundary of a turn the user never heard.
     content: list[Part] = []
 
 
 class Conversation(msgspec.Struct, frozen=True):
     messages: list[Message]
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A function the model may call (OpenAI's `{type: "function", name, description,
+    parameters}`); `parameters` is a JSON schema, checked by the orchestrator."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+# "function": exactly the function `tool_name` names (OpenAI's `{type: "function", name}`).
+ToolChoice = Literal["auto", "none", "required", "function"]
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True):
+    """One `TOOL_CALL` output: `name` in a call's first delta only ("" after)."""
+
+    arguments: str
+    name: str = ""
 
 
 class GenerationParameters(msgspec.Struct, frozen=True):
@@ -65,6 +111,9 @@ class GenerationParameters(msgspec.Struct, frozen=True):
     voice: str = "default"
     # False for text-only responses: the audio stages are skipped.
     audio: bool = True
+    tools: list[ToolSpec] = []
+    tool_choice: ToolChoice = "auto"
+    tool_name: str | None = None
 
 
 class ContractError(ValueError):
@@ -95,10 +144,30 @@ def decode_parameters(raw: bytes) -> GenerationParameters:
         raise ContractError("PARAMETERS: max_tokens must be at least 1")
     if params.temperature < 0 or not 0 < params.top_p <= 1:
         raise ContractError("PARAMETERS: temperature >= 0 and 0 < top_p <= 1 required")
+    names = [tool.name for tool in params.tools]
+    if len(set(names)) != len(names):
+        raise ContractError(f"PARAMETERS: tool names must differ, got {names}")
+    if params.tool_choice == "required" and not params.tools:
+        raise ContractError("PARAMETERS: tool_choice 'required' needs at least one tool")
+    if params.tool_choice == "function" and params.tool_name not in names:
+        raise ContractError(f"PARAMETERS: tool_name {params.tool_name!r} is not one of {names}")
     return params
 
 
-def encode(value: Conversation | GenerationParameters) -> bytes:
+_tool_call_decoder = msgspec.json.Decoder(ToolCallDelta)
+
+
+def decode_tool_call(raw: bytes) -> ToolCallDelta | None:
+    """A `TOOL_CALL` output; None for an empty one (no call in this piece)."""
+    if not raw.strip():
+        return None
+    try:
+        return _tool_call_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ContractError(f"TOOL_CALL: {error}") from None
+
+
+def encode(value: Conversation | GenerationParameters | ToolCallDelta) -> bytes:
     return msgspec.json.encode(value)
 
 

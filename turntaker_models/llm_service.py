@@ -9,6 +9,11 @@ Rules:
   the board when cancelled.
 - Every response carries every output (see `_outputs`); the stream ends with the final flag,
   or with one response carrying the error and the final flag.
+- `TOOL_CALL` (STRING [1]) is the function-call hook: "" on a response with no piece of a call,
+  else the JSON of one contract `ToolCallDelta` (the first names the function). A response
+  carrying one has "" in TEXT_DELTA and SENTENCE, so a call's text never reaches tts; at most
+  one call per request, after any spoken text, and the stream ends soon after the call's
+  arguments close (llm.py says how calls are decoded).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from turntaker_models.contract import (
     GenerationParameters,
     decode_conversation,
     decode_parameters,
+    encode,
 )
 from turntaker_models.llm import Decoder, GenerationStats, Step
 from turntaker_models.triton_adapter import Logger, ModelContext, Reply, strings, text_tensor
@@ -51,6 +57,7 @@ def _outputs(step: Step, request_id: str, parameters: str) -> dict[str, npt.NDAr
     return {
         "TEXT_DELTA": text_tensor(step.text),
         "SENTENCE": text_tensor(step.sentence),
+        "TOOL_CALL": text_tensor(encode(step.tool_call) if step.tool_call is not None else b""),
         "PASS_REQUEST_ID": text_tensor(request_id),
         "PASS_PARAMETERS": text_tensor(parameters),
     }
@@ -131,9 +138,10 @@ class LlmService:
                 steps.close()
             if stats.finish_reason == "cancelled":
                 self.board.record_stop(request_id, STAGE)
+            called = f", called {stats.tool_call}" if stats.tool_call else ""
             self.log.log_info(
-                f"llm {request_id}: {stats.finish_reason}, {stats.prompt_tokens} prompt tokens, "
-                f"{stats.new_tokens} new at {stats.tokens_per_s:.1f} tokens/s"
+                f"llm {request_id}: {stats.finish_reason}{called}, {stats.prompt_tokens} prompt "
+                f"tokens, {stats.new_tokens} new at {stats.tokens_per_s:.1f} tokens/s"
             )
         except ContractError as error:
             self._fail(reply, f"llm: {error}")

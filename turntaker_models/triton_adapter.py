@@ -107,26 +107,43 @@ NO_AUDIO: npt.NDArray[np.float32] = np.zeros(0, np.float32)
 
 
 def pipeline_outputs(
-    text: str | bytes, audio: npt.NDArray[np.float32] = NO_AUDIO
+    text: str | bytes,
+    audio: npt.NDArray[np.float32] = NO_AUDIO,
+    tool_call: str | bytes | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """One response of the pipeline contract: a text delta and an audio chunk, both always
-    present (either may be empty), as every stage that ends a pipeline sends them."""
-    return {
+    present (either may be empty), as every stage that ends a pipeline sends them; and
+    `TOOL_CALL` (JSON contract.ToolCallDelta, b"" for none) unless `tool_call` is None, for a
+    stage whose config declares it (an ensemble pairs outputs by response: a stage that has
+    the output sends it in every response)."""
+    outputs = {
         "TEXT_DELTA": text_tensor(text),
         "AUDIO_CHUNK": np.ascontiguousarray(audio, dtype=np.float32),
     }
+    if tool_call is not None:
+        outputs["TOOL_CALL"] = text_tensor(tool_call)
+    return outputs
 
 
 class PipelineSink:
-    """One request's `Reply`, speaking the pipeline contract's outputs (`null`, `tts`)."""
+    """One request's `Reply`, speaking the pipeline contract's outputs (`null`, `tts`);
+    `tool_calls`: the model has the TOOL_CALL output, in every response (b"" for none)."""
 
-    def __init__(self, reply: Reply) -> None:
+    def __init__(self, reply: Reply, tool_calls: bool = False) -> None:
         self.reply = reply
+        self.tool_calls = tool_calls
 
     def send(
-        self, text: bytes, audio: npt.NDArray[np.float32] = NO_AUDIO, final: bool = False
+        self,
+        text: bytes,
+        audio: npt.NDArray[np.float32] = NO_AUDIO,
+        final: bool = False,
+        tool_call: bytes = b"",
     ) -> None:
-        self.reply.send(pipeline_outputs(text, audio), final=final)
+        if tool_call and not self.tool_calls:
+            raise ValueError("this model has no TOOL_CALL output")
+        call = tool_call if self.tool_calls else None
+        self.reply.send(pipeline_outputs(text, audio, call), final=final)
 
     def error(self, message: str) -> None:
         self.reply.fail(message)

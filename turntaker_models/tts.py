@@ -27,10 +27,18 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
   id's held text is dropped and no more of its text passes.
 - Bounded: text is held for at most `MAX_HELD_STREAMS` ids (the least recently used goes
   first) and `MAX_HELD_CHARS` characters each.
+- Function calls pass through, never spoken: a request's TOOL_CALL (a contract
+  `ToolCallDelta`, the llm's; only SENTENCE is ever spoken, and the llm never puts a call
+  there) goes out as its own response, after the audio and text of everything this id sent
+  before it. With audio coming, it takes its place in the id's worker queue (behind the
+  sentences before it; text still held then, which no sentence will speak, goes out just
+  before it); with audio=false, or no id, it passes at once, after the request's text. A
+  cancelled id passes no call either.
 
-Every data response carries both outputs (an empty TEXT_DELTA or a zero-size AUDIO_CHUNK): an
-ensemble only forms a response when all its requested outputs have a tensor of the same
-iteration, so a response with one output missing would be held back and misalign the rest.
+Every data response carries all three outputs (an empty TEXT_DELTA or TOOL_CALL, a zero-size
+AUDIO_CHUNK): an ensemble only forms a response when all its requested outputs have a tensor of
+the same iteration, so a response with one output missing would be held back and misalign the
+rest.
 
 Text passes through this stage at all because Triton 2.51 refuses an ensemble whose outputs come
 from two different decoupled steps, so in `cascade` the llm's text deltas reach the client
@@ -292,6 +300,8 @@ class Sink(Protocol):
 
     def chunk(self, audio: Audio, text: bytes = b"") -> None: ...
 
+    def tool_call(self, call: bytes, final: bool) -> None: ...
+
     def error(self, message: str) -> None: ...
 
     def final(self) -> None: ...
@@ -308,11 +318,16 @@ class SpeechJob:
     parameters: bytes
     # The text delta to pass on (see the module docstring); b"" when there is none.
     text: bytes = b""
+    # The call delta to pass on (JSON ToolCallDelta), never spoken; b"" when there is none.
+    tool_call: bytes = b""
 
     def needs_worker(self) -> bool:
-        """Whether anything but passing the text on is left: a sentence to speak, or an error
-        to report in order. False for the per-token requests without a sentence and for
-        text-only generations (audio=false), which end at once."""
+        """Whether anything but passing the text (and call) on is left: a sentence to speak,
+        a call to send after the audio before it, or an error to report in order. False for
+        the per-token requests without either and for text-only generations (audio=false),
+        which end at once."""
+        if self.tool_call and self.request_id and self.audio():
+            return True
         if not self.sentence.strip():
             return False
         if not self.request_id:
@@ -410,6 +425,16 @@ class HeldText:
             held.base += cut
             return out.encode()
 
+    def take_all(self, request_id: str) -> bytes:
+        """All the text held for `request_id`, removed from the store."""
+        with self._lock:
+            held = self._streams.get(request_id)
+            if held is None:
+                return b""
+            out, held.text = held.text, ""
+            held.base += len(out)
+            return out.encode()
+
     def done(self, request_id: str) -> None:
         """A sentence job of `request_id` ended; the id is forgotten once nothing is left."""
         with self._lock:
@@ -503,14 +528,18 @@ class Speaker:
         a sentence (or an error to report) take a place in it.
         """
         speak = job.needs_worker()
-        # A cancelled id passes no more text on (a board check costs ~12 µs).
-        text = job.text if job.text and not self.board.cancelled(job.request_id) else b""
+        # A cancelled id passes no more text on (a board check costs ~12 µs), nor a call.
+        cancelled = bool(job.text or job.tool_call) and self.board.cancelled(job.request_id)
+        text = job.text if job.text and not cancelled else b""
         if job.request_id and job.audio():
             text = self.held.submit(job.request_id, text, sentence=speak)
         if not speak:
+            call = job.tool_call if not cancelled else b""
             if text:
-                sink.text(text, final=True)
-            else:
+                sink.text(text, final=not call)
+            if call:
+                sink.tool_call(call, final=True)
+            elif not text:
                 sink.final()
             return
         if text:
@@ -571,6 +600,21 @@ class Speaker:
         sink.final()
 
     def _speak(self, job: SpeechJob, sink: Sink) -> None:
+        if job.sentence.strip() or not job.tool_call:
+            self._say(job, sink)
+        else:
+            # A call alone: its PARAMETERS are still checked, in order, as a sentence's are.
+            decode_parameters(job.parameters)
+        if not job.tool_call or self._is_cancelled(job.request_id, sink):
+            return
+        # Everything this id sent before the call has been spoken: text still held belongs to
+        # no sentence (none comes after a call), so it goes out now, just before the call.
+        rest = self.held.take_all(job.request_id)
+        if rest:
+            sink.text(rest, final=False)
+        sink.tool_call(job.tool_call, final=False)
+
+    def _say(self, job: SpeechJob, sink: Sink) -> None:
         if not job.request_id:
             raise ContractError("REQUEST_ID must be a non-empty id")
         params: GenerationParameters = decode_parameters(job.parameters)
@@ -633,11 +677,14 @@ class ReplySink(PipelineSink):
     def chunk(self, audio: Audio, text: bytes = b"") -> None:
         self.send(text, audio)
 
+    def tool_call(self, call: bytes, final: bool) -> None:
+        self.send(b"", final=final, tool_call=call)
+
 
 class TtsService:
     """The `tts` model behind the Triton adapter: each request becomes a `SpeechJob`."""
 
-    INPUTS = ("REQUEST_ID", "TEXT_DELTA", "SENTENCE", "PARAMETERS")
+    INPUTS = ("REQUEST_ID", "TEXT_DELTA", "SENTENCE", "PARAMETERS", "TOOL_CALL")
 
     def __init__(self, board: CancelBoard, workers: int = 2) -> None:
         self.board = board
@@ -650,8 +697,9 @@ class TtsService:
             sentence=first_bytes(tensors.get("SENTENCE")),
             parameters=first_bytes(tensors.get("PARAMETERS")),
             text=first_bytes(tensors.get("TEXT_DELTA")),
+            tool_call=first_bytes(tensors.get("TOOL_CALL")),
         )
-        self.speaker.submit(job, ReplySink(reply))
+        self.speaker.submit(job, ReplySink(reply, tool_calls=True))
 
     def close(self) -> None:
         self.speaker.close()

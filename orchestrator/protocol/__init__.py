@@ -30,9 +30,12 @@ from .codec import DEFAULT_MAX_BYTES, ServerEventEncoder, decode_client_event, e
 from .errors import ErrorCode, ProtocolError
 from .items import (
     ContentPart,
+    FunctionCallItem,
+    FunctionCallOutputItem,
     InputAudio,
     InputImage,
     InputText,
+    Item,
     ItemStatus,
     MessageItem,
     OutputAudio,
@@ -81,6 +84,8 @@ from .server import (
     ResponseContentPartDone,
     ResponseCreated,
     ResponseDone,
+    ResponseFunctionCallArgumentsDelta,
+    ResponseFunctionCallArgumentsDone,
     ResponseOutputAudioDelta,
     ResponseOutputAudioDone,
     ResponseOutputAudioTranscriptDelta,
@@ -117,6 +122,7 @@ from .session_config import (
     Transcription,
     TurnDetection,
 )
+from .tools import FunctionTool, ToolChoice, ToolChoiceFunction, ToolMode
 
 __all__ = [
     "CLIENT_EVENT_TYPES",
@@ -147,6 +153,9 @@ __all__ = [
     "ErrorCode",
     "ErrorEvent",
     "ErrorInfo",
+    "FunctionCallItem",
+    "FunctionCallOutputItem",
+    "FunctionTool",
     "InputAudio",
     "InputAudioBufferAppend",
     "InputAudioBufferClear",
@@ -159,6 +168,7 @@ __all__ = [
     "InputImage",
     "InputText",
     "InputTokenDetails",
+    "Item",
     "ItemStatus",
     "LinkEvent",
     "MaxTokens",
@@ -186,6 +196,8 @@ __all__ = [
     "ResponseCreate",
     "ResponseCreated",
     "ResponseDone",
+    "ResponseFunctionCallArgumentsDelta",
+    "ResponseFunctionCallArgumentsDone",
     "ResponseOutputAudioDelta",
     "ResponseOutputAudioDone",
     "ResponseOutputAudioTranscriptDelta",
@@ -216,6 +228,9 @@ __all__ = [
     "StatusDetails",
     "StatusError",
     "StatusReason",
+    "ToolChoice",
+    "ToolChoiceFunction",
+    "ToolMode",
     "Transcription",
     "TranscriptionError",
     "TranscriptionUsageDuration",

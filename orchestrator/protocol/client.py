@@ -12,8 +12,9 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from .items import MessageItem
+from .items import Item
 from .session_config import MaxTokens, Modality, SessionPatch
+from .tools import FunctionTool, ToolChoice
 
 __all__ = [
     "CLIENT_EVENT_TYPES",
@@ -72,7 +73,7 @@ class ConversationItemCreate(
     _ClientEvent, frozen=True, kw_only=True, tag="conversation.item.create"
 ):
     previous_item_id: str | None = None
-    item: MessageItem
+    item: Item
 
 
 class ConversationItemRetrieve(
@@ -103,6 +104,8 @@ class ResponseParams(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: MaxTokens | None = None
     conversation: Literal["auto", "none"] | None = None
     metadata: dict[str, str] | None = None
+    tools: tuple[FunctionTool, ...] | None = None
+    tool_choice: ToolChoice | None = None
 
 
 class ResponseCreate(_ClientEvent, frozen=True, kw_only=True, tag="response.create"):

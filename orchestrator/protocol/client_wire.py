@@ -2,10 +2,13 @@
 
 Items may use beta content names (`text`, `audio`) whose meaning depends on the role, and
 they carry audio and images that must be checked against the session before anything
-stores them. A `playback.ack` may count its cursors in fractional milliseconds (a client
-that counts samples sends `samples / 24`); they are floored to whole ms here, so the core
-only ever sees ints (docs/protocol.md, "playback.ack"). All of that happens here, once, at
-the edge.
+stores them. An item is a `message` (also when it has no `type`, as beta clients send it),
+a `function_call` (`name`, `arguments`, optional `call_id`) or a `function_call_output`
+(`call_id`, `output`); another type is `invalid_value`, a missing field of its type
+`missing_required_parameter`. A `playback.ack` may count its cursors in fractional
+milliseconds (a client that counts samples sends `samples / 24`); they are floored to whole
+ms here, so the core only ever sees ints (docs/protocol.md, "playback.ack"). All of that
+happens here, once, at the edge.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ from .client import (
 from .errors import InvalidInput
 from .items import (
     ContentPart,
+    FunctionCallItem,
+    FunctionCallOutputItem,
     InputAudio,
     InputImage,
     InputText,
+    Item,
     MessageItem,
     OutputAudio,
     OutputText,
@@ -40,6 +46,14 @@ from .items import (
 )
 from .session_config import AudioFormat
 from .session_wire import WireMaxTokens, normalize_modalities
+from .tools import (
+    FunctionTool,
+    ToolChoice,
+    WireToolChoice,
+    WireTools,
+    normalize_tool_choice,
+    normalize_tools,
+)
 
 __all__ = [
     "WireConversationItemCreate",
@@ -67,10 +81,19 @@ WireContentPart = (
 )
 
 
-class WireMessageItem(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="message"):
+class WireItem(msgspec.Struct, frozen=True, kw_only=True):
+    """Every item type's fields side by side; `type` decides which must be there."""
+
+    type: str = "message"
     id: str | None = None
-    role: Role
-    content: tuple[WireContentPart, ...]
+    # message
+    role: Role | None = None
+    content: tuple[WireContentPart, ...] | None = None
+    # function_call, function_call_output
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    output: str | None = None
 
 
 class WireConversationItemCreate(
@@ -78,7 +101,7 @@ class WireConversationItemCreate(
 ):
     event_id: str | None = None
     previous_item_id: str | None = None
-    item: WireMessageItem
+    item: WireItem
 
 
 class WireResponseParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,6 +110,8 @@ class WireResponseParams(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: WireMaxTokens | None = None
     conversation: Literal["auto", "none"] | None = None
     metadata: dict[str, str] | None = None
+    tools: WireTools | None = None
+    tool_choice: WireToolChoice | None = None
     # beta
     modalities: tuple[str, ...] | None = None
     max_response_output_tokens: WireMaxTokens | None = None
@@ -201,17 +226,53 @@ def _part(part: WireContentPart, role: Role, fmt: AudioFormat, param: str) -> Co
     return part
 
 
+def _missing(param: str) -> InvalidInput:
+    return InvalidInput(
+        "missing_required_parameter", f"Missing required parameter: '{param}'.", param
+    )
+
+
+def _required(value: str | None, param: str) -> str:
+    if value is None:
+        raise _missing(param)
+    return value
+
+
+def _item(item: WireItem, input_format: AudioFormat) -> Item:
+    if item.type == "function_call":
+        return FunctionCallItem(
+            id=item.id,
+            call_id=item.call_id,
+            name=_required(item.name, "item.name"),
+            arguments=_required(item.arguments, "item.arguments"),
+        )
+    if item.type == "function_call_output":
+        return FunctionCallOutputItem(
+            id=item.id,
+            call_id=_required(item.call_id, "item.call_id"),
+            output=_required(item.output, "item.output"),
+        )
+    if item.type != "message":
+        raise InvalidInput(
+            "invalid_value",
+            f"Unsupported item type '{item.type[:64]}'; use 'message', 'function_call' or "
+            "'function_call_output'.",
+            "item.type",
+        )
+    role, parts = item.role, item.content
+    if role is None or parts is None:
+        raise _missing("item.role" if role is None else "item.content")
+    content = tuple(_part(p, role, input_format, f"item.content[{i}]") for i, p in enumerate(parts))
+    return MessageItem(id=item.id, role=role, content=content)
+
+
 def normalize_item_create(
     wire: WireConversationItemCreate, input_format: AudioFormat
 ) -> ConversationItemCreate:
-    item = wire.item
-    content = tuple(
-        _part(p, item.role, input_format, f"item.content[{i}]") for i, p in enumerate(item.content)
-    )
     return ConversationItemCreate(
         event_id=wire.event_id,
         previous_item_id=wire.previous_item_id,
-        item=MessageItem(id=item.id, role=item.role, content=content),
+        item=_item(wire.item, input_format),
     )
 
 
@@ -227,6 +288,12 @@ def normalize_response_create(wire: WireResponseCreate) -> ResponseCreate:
     max_tokens = (
         r.max_output_tokens if r.max_output_tokens is not None else r.max_response_output_tokens
     )
+    tools: tuple[FunctionTool, ...] | None = None
+    if r.tools is not None:
+        tools = normalize_tools(r.tools, "response.tools")
+    tool_choice: ToolChoice | None = None
+    if r.tool_choice is not None:
+        tool_choice = normalize_tool_choice(r.tool_choice, "response.tool_choice")
     return ResponseCreate(
         event_id=wire.event_id,
         response=ResponseParams(
@@ -235,5 +302,7 @@ def normalize_response_create(wire: WireResponseCreate) -> ResponseCreate:
             max_output_tokens=max_tokens,
             conversation=r.conversation,
             metadata=r.metadata,
+            tools=tools,
+            tool_choice=tool_choice,
         ),
     )

@@ -30,6 +30,7 @@ ErrorCode = Literal[
     "unsupported_audio_format",
     "unsupported_turn_detection",
     "invalid_audio_length",
+    "invalid_function_parameters",
 ]
 
 

@@ -1,8 +1,9 @@
 """Conversation items and their content parts, shared by client and server events.
 
-One `MessageItem` type serves both directions: a client creates it without `id`/`status`,
+One type per item kind serves both directions: a client creates it without `id`/`status`,
 the server fills them in and sends the same struct back, so no field can be lost in a
-translation between two look-alike types.
+translation between two look-alike types. `Item` is every kind the server speaks: `message`,
+and function calling's `function_call` and `function_call_output` (OpenAI GA's shapes).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import msgspec
 
 __all__ = [
     "ContentPart",
+    "FunctionCallItem",
+    "FunctionCallOutputItem",
     "InputAudio",
     "InputImage",
     "InputText",
+    "Item",
     "ItemStatus",
     "MessageItem",
     "OutputAudio",
@@ -113,3 +117,34 @@ class MessageItem(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
                 part = msgspec.structs.replace(part, audio=None)
             parts.append(part)
         return msgspec.structs.replace(self, content=tuple(parts))
+
+
+class FunctionCallItem(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="function_call"
+):
+    """A `realtime.item` of type `function_call`: a call the model made, or a client added.
+
+    `call_id` is None only on a client's item that gave none (the core names it); `arguments`
+    is the JSON text of the call's arguments ("" while a call streams)."""
+
+    id: str | None = None
+    object: Literal["realtime.item"] = "realtime.item"
+    status: ItemStatus | None = None
+    call_id: str | None = None
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="function_call_output"
+):
+    """A `realtime.item` of type `function_call_output`: the client's answer to a call."""
+
+    id: str | None = None
+    object: Literal["realtime.item"] = "realtime.item"
+    status: ItemStatus | None = None
+    call_id: str
+    output: str
+
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem

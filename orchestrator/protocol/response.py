@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-from .items import MessageItem
+from .items import Item
 from .session_config import AudioFormat, MaxTokens, Modality
 
 __all__ = [
@@ -82,7 +82,7 @@ class Response(msgspec.Struct, frozen=True, kw_only=True):
     object: Literal["realtime.response"] = "realtime.response"
     status: ResponseStatus = "in_progress"
     status_details: StatusDetails | None = None
-    output: tuple[MessageItem, ...] = ()
+    output: tuple[Item, ...] = ()
     # "auto" responses land in the session's one conversation; "none" ones in none (null).
     conversation_id: str | None = None
     output_modalities: tuple[Modality, ...] = ("audio",)

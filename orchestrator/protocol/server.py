@@ -11,7 +11,7 @@ from typing import Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .items import MessageItem, OutputAudio, OutputText
+from .items import Item, OutputAudio, OutputText
 from .response import Response
 from .session_config import SessionObject
 
@@ -46,6 +46,8 @@ __all__ = [
     "ResponseContentPartDone",
     "ResponseCreated",
     "ResponseDone",
+    "ResponseFunctionCallArgumentsDelta",
+    "ResponseFunctionCallArgumentsDone",
     "ResponseOutputAudioDelta",
     "ResponseOutputAudioDone",
     "ResponseOutputAudioTranscriptDelta",
@@ -102,18 +104,18 @@ class SessionUpdated(_ServerEvent, frozen=True, kw_only=True, tag="session.updat
 
 class ConversationItemAdded(_ServerEvent, frozen=True, kw_only=True, tag="conversation.item.added"):
     previous_item_id: str | None = None
-    item: MessageItem
+    item: Item
 
 
 class ConversationItemDone(_ServerEvent, frozen=True, kw_only=True, tag="conversation.item.done"):
     previous_item_id: str | None = None
-    item: MessageItem
+    item: Item
 
 
 class ConversationItemRetrieved(
     _ServerEvent, frozen=True, kw_only=True, tag="conversation.item.retrieved"
 ):
-    item: MessageItem
+    item: Item
 
 
 class ConversationItemDeleted(
@@ -268,7 +270,7 @@ class ResponseOutputItemAdded(
 ):
     response_id: str
     output_index: int
-    item: MessageItem
+    item: Item
 
 
 class ResponseOutputItemDone(
@@ -276,7 +278,7 @@ class ResponseOutputItemDone(
 ):
     response_id: str
     output_index: int
-    item: MessageItem
+    item: Item
 
 
 class ResponseContentPartAdded(
@@ -356,6 +358,27 @@ class ResponseOutputTextDone(
     output_index: int
     content_index: int
     text: str
+
+
+class ResponseFunctionCallArgumentsDelta(
+    _ServerEvent, frozen=True, kw_only=True, tag="response.function_call_arguments.delta"
+):
+    response_id: str
+    item_id: str
+    output_index: int
+    call_id: str
+    delta: str
+
+
+class ResponseFunctionCallArgumentsDone(
+    _ServerEvent, frozen=True, kw_only=True, tag="response.function_call_arguments.done"
+):
+    response_id: str
+    item_id: str
+    output_index: int
+    call_id: str
+    name: str
+    arguments: str
 
 
 # --- misc ------------------------------------------------------------------------------
@@ -440,7 +463,7 @@ class PlaybackAcknowledged(_ServerEvent, frozen=True, kw_only=True, tag="playbac
 
 
 class ConversationContext(_ServerEvent, frozen=True, kw_only=True, tag="conversation.context"):
-    items: tuple[MessageItem, ...]
+    items: tuple[Item, ...]
     audio_inputs: int
     images: int
     bytes: int
@@ -475,6 +498,8 @@ ServerEvent = (
     | ResponseOutputAudioTranscriptDone
     | ResponseOutputTextDelta
     | ResponseOutputTextDone
+    | ResponseFunctionCallArgumentsDelta
+    | ResponseFunctionCallArgumentsDone
     | RateLimitsUpdated
     | OutputAudioBufferCleared
     | OutputAudioBufferPaused

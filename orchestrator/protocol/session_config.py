@@ -13,6 +13,8 @@ from typing import Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .tools import FunctionTool, ToolChoice
+
 __all__ = [
     "DEFAULT_BACKCHANNELS",
     "EAGERNESS_LONGEST_WAIT_MS",
@@ -219,6 +221,8 @@ class SessionPatch(msgspec.Struct, frozen=True, kw_only=True):
     transcription: Transcription | UnsetType | None = UNSET
     voice: str | None = None
     max_output_tokens: MaxTokens | None = None
+    tools: tuple[FunctionTool, ...] | None = None
+    tool_choice: ToolChoice | None = None
 
 
 class SessionAudioInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -242,8 +246,8 @@ class SessionAudio(msgspec.Struct, frozen=True, kw_only=True):
 class SessionObject(msgspec.Struct, frozen=True, kw_only=True):
     """The GA `session` object of `session.created` / `session.updated`.
 
-    Fields we do not implement (tools, tracing, prompt) are rendered with their "off"
-    values so clients that read them find the key.
+    Fields we do not implement (tracing, prompt) are rendered with their "off" values so
+    clients that read them find the key.
     """
 
     type: Literal["realtime"] = "realtime"
@@ -252,8 +256,8 @@ class SessionObject(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     output_modalities: tuple[Modality, ...]
     instructions: str
-    tools: tuple[()] = ()
-    tool_choice: str = "auto"
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = "auto"
     max_output_tokens: MaxTokens
     tracing: None = None
     prompt: None = None
@@ -273,6 +277,8 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     transcription: Transcription | None = None
     voice: str = "alloy"
     max_output_tokens: MaxTokens = "inf"
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = "auto"
 
     @property
     def audio_output(self) -> bool:
@@ -288,6 +294,8 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             "output_format",
             "voice",
             "max_output_tokens",
+            "tools",
+            "tool_choice",
         ):
             value = getattr(patch, name)
             if value is not None:
@@ -304,6 +312,8 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             model=model,
             output_modalities=self.output_modalities,
             instructions=self.instructions,
+            tools=self.tools,
+            tool_choice=self.tool_choice,
             max_output_tokens=self.max_output_tokens,
             audio=SessionAudio(
                 input=SessionAudioInput(

@@ -32,6 +32,14 @@ from .session_config import (
     TurnDetection,
     normalize_backchannel,
 )
+from .tools import (
+    FunctionTool,
+    ToolChoice,
+    WireToolChoice,
+    WireTools,
+    normalize_tool_choice,
+    normalize_tools,
+)
 
 __all__ = [
     "WireInterruption",
@@ -117,6 +125,8 @@ class WireSession(_Wire, frozen=True, kw_only=True):
     output_modalities: tuple[str, ...] | None = None
     audio: WireAudio | None = None
     max_output_tokens: WireMaxTokens | None = None
+    tools: WireTools | None = None
+    tool_choice: WireToolChoice | None = None
     # beta
     modalities: tuple[str, ...] | None = None
     input_audio_format: WireFormat | None = None
@@ -327,6 +337,12 @@ def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
     max_tokens: MaxTokens | None = (
         s.max_output_tokens if s.max_output_tokens is not None else s.max_response_output_tokens
     )
+    tools: tuple[FunctionTool, ...] | None = None
+    if s.tools is not None:
+        tools = normalize_tools(s.tools, "session.tools")
+    tool_choice: ToolChoice | None = None
+    if s.tool_choice is not None:
+        tool_choice = normalize_tool_choice(s.tool_choice, "session.tool_choice")
     return SessionUpdate(
         event_id=wire.event_id,
         session=SessionPatch(
@@ -338,5 +354,7 @@ def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
             transcription=transcription,
             voice=voice,
             max_output_tokens=max_tokens,
+            tools=tools,
+            tool_choice=tool_choice,
         ),
     )

@@ -3,6 +3,12 @@
 The history holds only what the user heard (rule 6): assistant items carry the heard
 transcript, an empty assistant item is the boundary of a reply nobody heard, and user audio is
 sent as audio (16 kHz) with its transcript when one is known.
+
+Function calling: a `function_call` item is a `ToolCallPart` of the assistant message it
+follows (the reply that made it, so a spoken preamble and its call are one assistant turn;
+an assistant message of its own where none precedes it), and a `function_call_output` is a
+`tool` message holding a `ToolResultPart`. The tools in force become `GenerationParameters`'
+`tools`; a named function's choice is `tool_choice: "function"` with `tool_name`.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import numpy.typing as npt
 from orchestrator import conversation as conv
 from orchestrator.actions import InferenceRequest
 from orchestrator.audio import decode_input
+from orchestrator.protocol.tools import ToolChoiceFunction
 from orchestrator.triton.pipeline_client import PipelineRequest
 from turntaker_models.contract import (
     AudioPart,
@@ -24,6 +31,9 @@ from turntaker_models.contract import (
     Message,
     Part,
     TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
 )
 
 Audio16k = npt.NDArray[np.float32]
@@ -45,6 +55,17 @@ def pipeline_request(
     if request.instructions:
         messages.append(Message(role="system", content=[TextPart(request.instructions)]))
     for item in request.items:
+        if (call := item.call) is not None:
+            part = ToolCallPart(call.call_id, call.name, call.arguments)
+            if messages and messages[-1].role == "assistant":
+                messages[-1].content.append(part)  # the reply that made it: one turn
+            else:
+                messages.append(Message(role="assistant", content=[part]))
+            continue
+        if (answer := item.call_output) is not None:
+            result = ToolResultPart(answer.call_id, answer.output)
+            messages.append(Message(role="tool", content=[result]))
+            continue
         parts: list[Part] = []
         for content in item.content:
             if isinstance(content, conv.InputText | conv.OutputText):
@@ -67,10 +88,14 @@ def pipeline_request(
                 if content.transcript:
                     parts.append(TextPart(content.transcript))
         messages.append(Message(role=item.role, content=parts))
+    choice = request.tool_choice
     parameters = GenerationParameters(
         max_tokens=request.max_output_tokens or default_max_tokens,
         voice=request.voice,
         audio="audio" in request.output_modalities,
+        tools=[ToolSpec(t.name, t.description or "", dict(t.parameters)) for t in request.tools],
+        tool_choice="function" if isinstance(choice, ToolChoiceFunction) else choice,
+        tool_name=choice.name if isinstance(choice, ToolChoiceFunction) else None,
     )
     return PipelineRequest(
         request_id=request_id,

@@ -3,6 +3,9 @@
 It places the response on a healthy endpoint, opens the stream, turns each streamed chunk into
 a typed backend event tagged with the response's fence number, and posts it to the session's
 mailbox, where the core (and the response's chart in it) decides what reaches the client.
+A chunk's function call piece (`PipelineChunk.tool_call`) is posted as `BackendToolCall`, after
+the chunk's text and audio and after any text still held for audio (once a call starts nothing
+more is spoken, so none will come); it counts as an output token like a text piece.
 Cancelling it (barge-in, `response.cancel`, session end) writes the request id on that
 endpoint's cancel board and cancels the gRPC stream, so every pipeline stage stops; output
 that was already in flight is dropped by the fence in the core.
@@ -25,6 +28,7 @@ from orchestrator.inputs import (
     BackendEvent,
     BackendFailed,
     BackendText,
+    BackendToolCall,
 )
 from orchestrator.service.endpoints import Endpoint, EndpointPool, NoHealthyEndpoint
 from orchestrator.service.requests import pipeline_request
@@ -137,6 +141,13 @@ class ResponseActor:
                                 text = "".join(pending_text)
                                 pending_text.clear()
                                 await self._post(BackendAudio(rid, seq, pcm16(chunk.audio), text))
+                            if (call := chunk.tool_call) is not None:
+                                tokens += 1
+                                if pending_text:
+                                    await self._post(BackendText(rid, seq, "".join(pending_text)))
+                                    pending_text.clear()
+                                piece = BackendToolCall(rid, seq, call.name, call.arguments)
+                                await self._post(piece)
                             if chunk.final:
                                 if pending_text:
                                     await self._post(BackendText(rid, seq, "".join(pending_text)))

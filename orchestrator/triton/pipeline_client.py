@@ -23,6 +23,8 @@ from tritonclient.utils import InferenceServerException
 from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
+    ToolCallDelta,
+    decode_tool_call,
     encode,
 )
 
@@ -45,6 +47,8 @@ class PipelineChunk:
     final: bool
     # time.monotonic() when the client received it.
     received_at: float
+    # The next piece of the model's function call, if this response carries one.
+    tool_call: ToolCallDelta | None = None
 
 
 class PipelineError(RuntimeError):
@@ -91,9 +95,17 @@ def chunk_from_result(result: Any, received_at: float) -> PipelineChunk:
     audio = np.zeros(0, np.float32)
     if "AUDIO_CHUNK" in names:
         audio = np.asarray(result.as_numpy("AUDIO_CHUNK"), np.float32).reshape(-1)
+    tool_call = None
+    if "TOOL_CALL" in names:
+        raw = result.as_numpy("TOOL_CALL").reshape(-1)
+        if raw.size:
+            value = raw[0]
+            tool_call = decode_tool_call(value if isinstance(value, bytes) else str(value).encode())
     final_param = response.parameters.get("triton_final_response")
     final = bool(final_param.bool_param) if final_param is not None else False
-    return PipelineChunk(text=text, audio=audio, final=final, received_at=received_at)
+    return PipelineChunk(
+        text=text, audio=audio, final=final, received_at=received_at, tool_call=tool_call
+    )
 
 
 def stop_stream(client: grpcclient.InferenceServerClient, *, cancel_requests: bool) -> None:

@@ -38,6 +38,15 @@ Invariants, after every step, on the server events sent so far (as encoded JSON)
   the output of a held or dropped preemptive stream produces no event at all, and no backend
   is started twice for one response.
 
+Function calling (docs/protocol.md "Function calling") is driven too: the session's or one
+response's tools and tool choice change at any time, a backend streams a call's pieces (also
+late, also after text), and the client answers a call with a `function_call_output`:
+- rule2 covers `response.function_call_arguments.delta` as any delta;
+- calls_heard_only_complete: a call in the history belongs to a response that completed;
+- outputs_closed_by_their_terminal: every output item a response announced is closed exactly
+  once before its `response.done`, whose `output` lists exactly those items; a reply that is a
+  call alone announces no message.
+
 Three machines: `SessionMachine` (everything, any start), `PreemptionMachine` (always started
 with preemptive responses or semantic_vad, with more of the user's turns and of the held
 stream's output) and `CascadePreemptionMachine` (the same on the cascade).
@@ -79,6 +88,7 @@ from orchestrator.inputs import (
     BackendEvent,
     BackendFailed,
     BackendText,
+    BackendToolCall,
     SpeechProbabilities,
     TimerFired,
     TranscriptReady,
@@ -98,6 +108,7 @@ from orchestrator.protocol.session_config import (
     SessionPatch,
     TurnDetection,
 )
+from orchestrator.protocol.tools import FunctionTool, ToolChoice, ToolChoiceFunction
 
 CHUNK_MS = 40
 VAD_CHUNK_MS = 32
@@ -106,6 +117,16 @@ DELTAS = (
     se.ResponseOutputAudioDelta,
     se.ResponseOutputAudioTranscriptDelta,
     se.ResponseOutputTextDelta,
+    se.ResponseFunctionCallArgumentsDelta,
+)
+WEATHER = FunctionTool(
+    name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}}
+)
+TOOL_CHOICES: tuple[ToolChoice, ...] = (
+    "auto",
+    "none",
+    "required",
+    ToolChoiceFunction(name="get_weather"),
 )
 # Small enough that a preemptive stream overflows within a run (five 40 ms chunks fit).
 PREEMPT_MAX_EVENTS = 8
@@ -149,6 +170,10 @@ class Resp:
     closed: bool = False  # response.done or cleared seen: no delta may follow
     deltas_after_close: int = 0
     audio: list[bytes] = field(default_factory=list)  # its audio deltas, in order
+    added: list[str] = field(default_factory=list)  # output items announced, in order
+    closed_items: list[str] = field(default_factory=list)  # output items closed, in order
+    output: list[str] | None = None  # its response.done's output item ids
+    message: bool = False  # it announced a message item
 
 
 @dataclass
@@ -182,6 +207,7 @@ class Log:
     wire: int = 0  # server events sent so far
     named: dict[str, int] = field(default_factory=dict)  # response id -> first wire index
     commits: list[tuple[int, str]] = field(default_factory=list)  # (wire index, item id)
+    call_ids: list[str] = field(default_factory=list)  # every call announced
 
 
 def _named(event: dict[str, Any]) -> set[str]:
@@ -313,9 +339,21 @@ class SessionMachine(RuleBasedStateMachine):
                     self.log.responses[rid] = Resp(seq=pre.start.seq)
                 self.log.responses.setdefault(rid, Resp(seq=-1)).created += 1
             elif isinstance(out, se.ResponseOutputItemAdded):
-                self.log.responses[out.response_id].item_id = out.item.id or ""
+                resp = self.log.responses[out.response_id]
+                assert resp.dones == 0, (out, "an item announced after the terminal")
+                resp.added.append(out.item.id or "")
+                if isinstance(out.item, wire.MessageItem):
+                    resp.item_id = out.item.id or ""
+                    resp.message = True
+                elif isinstance(out.item, wire.FunctionCallItem) and out.item.call_id:
+                    self.log.call_ids.append(out.item.call_id)
+            elif isinstance(out, se.ResponseOutputItemDone):
+                resp = self.log.responses[out.response_id]
+                assert resp.dones == 0, (out, "an item closed after the terminal")
+                resp.closed_items.append(out.item.id or "")
             elif isinstance(out, se.ResponseDone):
                 resp = self.log.responses[out.response.id]
+                resp.output = [item.id or "" for item in out.response.output]
                 resp.dones += 1
                 resp.closed = True
                 if out.response.status == "completed":
@@ -390,6 +428,25 @@ class SessionMachine(RuleBasedStateMachine):
     @rule()
     def create_response(self) -> None:
         self.feed(self.core.client(ce.ResponseCreate()))
+
+    @rule(tools=st.booleans(), choice=st.sampled_from(TOOL_CHOICES))
+    def set_tools(self, tools: bool, choice: ToolChoice) -> None:
+        """The session's tools change (a choice that fits none is refused, changing nothing)."""
+        patch = SessionPatch(tools=(WEATHER,) if tools else (), tool_choice=choice)
+        self.feed(self.core.client(ce.SessionUpdate(session=patch)))
+
+    @rule(choice=st.sampled_from(TOOL_CHOICES), own=st.booleans())
+    def create_response_with_tools(self, choice: ToolChoice, own: bool) -> None:
+        """A response with its own tool choice (and its own tools, or the session's)."""
+        params = ce.ResponseParams(tools=(WEATHER,) if own else None, tool_choice=choice)
+        self.feed(self.core.client(ce.ResponseCreate(response=params)))
+
+    @rule(known=st.booleans())
+    def call_output(self, known: bool) -> None:
+        """The client answers the latest call (or one it made up)."""
+        call_id = self.log.call_ids[-1] if known and self.log.call_ids else "call_unknown"
+        item = wire.FunctionCallOutputItem(call_id=call_id, output='{"ok": true}')
+        self.feed(self.core.client(ce.ConversationItemCreate(item=item)))
 
     @rule(which=st.sampled_from(["none", "latest", "older", "unknown", "preempted"]))
     def cancel(self, which: str) -> None:
@@ -590,13 +647,25 @@ class SessionMachine(RuleBasedStateMachine):
     def backend_text(self, stale: bool) -> None:
         self.backend_chunk(stale, lambda rid, seq: BackendText(rid, seq, "word "))
 
-    def backend_chunk(self, stale: bool, make: object) -> None:
+    @precondition(lambda self: bool(self.log.responses))
+    @rule(stale=st.booleans(), first=st.booleans(), piece=st.sampled_from(["", '{"city": ']))
+    def backend_tool_call(self, stale: bool, first: bool, piece: str) -> None:
+        name = "get_weather" if first else ""
+        self.backend_chunk(
+            stale, lambda rid, seq: BackendToolCall(rid, seq, name, piece), spoken=False
+        )
+
+    def backend_chunk(self, stale: bool, make: object, spoken: bool = True) -> None:
         target = self.target(stale)
         if target is None:
             return
         rid, resp = target
         live = self.core.live.get(rid)
         admitted = live is not None and live.chart.is_generating
+        if spoken:  # after a call started, or in a call alone, nothing is spoken
+            admitted = admitted and live is not None and live.message and live.call is None
+        else:
+            admitted = admitted and bool(make(rid, resp.seq).arguments_delta)  # type: ignore[operator]
         out = self.feed(self.core.backend(make(rid, resp.seq)))  # type: ignore[operator]
         deltas = [o for o in out.events if isinstance(o, DELTAS)]
         # Rule 2, second half: output of the open response is delivered, not dropped.
@@ -693,6 +762,23 @@ class SessionMachine(RuleBasedStateMachine):
                     assert resp.finished and resp.generated_ms == 0, (item, resp)
 
     @invariant()
+    def calls_heard_only_complete(self) -> None:
+        for item in self.core.conversation.items:
+            if item.call is not None and item.response_id is not None:
+                assert self.log.responses[item.response_id].finished, item
+
+    @invariant()
+    def outputs_closed_by_their_terminal(self) -> None:
+        for rid, resp in self.log.responses.items():
+            assert len(set(resp.added)) == len(resp.added), (rid, resp.added)
+            assert len(set(resp.closed_items)) == len(resp.closed_items), rid
+            if resp.output is not None:
+                assert resp.added == resp.closed_items == resp.output, (rid, resp)
+            request = self.core.live[rid].request if rid in self.core.live else None
+            if request is not None and request.call_only:
+                assert not resp.message, rid
+
+    @invariant()
     def rule6_current_input_is_last(self) -> None:
         view = self.core.conversation.prompt_view().items
         users = [i.id for i in view if i.role == "user"]
@@ -742,7 +828,10 @@ class SessionMachine(RuleBasedStateMachine):
                 continue
             assert pre.committed_between, (rid, pre, self.log.commits)
             audio = self.log.responses[rid].audio
-            assert audio[: len(pre.held_audio)] == pre.held_audio, rid
+            if pre.start.request.call_only:
+                assert not audio, rid  # a call alone speaks nothing, what it held included
+            else:
+                assert audio[: len(pre.held_audio)] == pre.held_audio, rid
 
     @invariant()
     def preempt_one_held_and_bounded(self) -> None:
@@ -808,6 +897,40 @@ TestPreemption = PreemptionMachine.TestCase
 TestPreemption.settings = settings(
     max_examples=500,
     stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+class ToolMachine(SessionMachine):
+    """The same session with tools from the start (any choice, any turn detection), and more
+    of its backends' calls among its steps: whole calls, ended, failed or left open."""
+
+    @initialize(
+        choice=st.sampled_from(TOOL_CHOICES),
+        mode=st.sampled_from(["default", "manual", "pause", "preempt", "semantic"]),
+    )
+    def start(self, choice: ToolChoice, mode: str) -> None:  # type: ignore[override]
+        self.set_tools(True, choice)
+        if mode != "default":
+            self.session_update(mode, "auto")
+        self.create_response()  # something to call with from the first step
+
+    @precondition(lambda self: bool(self.log.responses))
+    @rule(stale=st.booleans(), end=st.sampled_from(["done", "done", "failed", "open"]))
+    def model_calls(self, stale: bool, end: str) -> None:
+        self.backend_tool_call(stale, True, '{"city": ')
+        self.backend_tool_call(stale, False, '"Paris"}')
+        if end == "done":
+            self.backend_done(stale)
+        elif end == "failed":
+            self.backend_failed(stale)
+
+
+TestTools = ToolMachine.TestCase
+TestTools.settings = settings(
+    max_examples=300,
+    stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

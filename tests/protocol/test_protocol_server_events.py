@@ -106,6 +106,8 @@ def test_contract_server_event_names_are_all_present() -> None:
         "response.output_audio_transcript.done",
         "response.output_text.delta",
         "response.output_text.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
         "response.done",
         "rate_limits.updated",
         "output_audio_buffer.cleared",

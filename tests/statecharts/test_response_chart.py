@@ -7,6 +7,7 @@ import pytest
 from orchestrator.actions import InferenceRequest
 from statecharts.effects import (
     CancelBackend,
+    CommitCall,
     CommitHistory,
     ForwardOutput,
     ResponseFinished,
@@ -127,6 +128,22 @@ def test_rule5_full_history_only_after_played() -> None:
 def test_rule5_text_only_reply_is_heard_at_completion() -> None:
     chart = generating()
     assert CommitHistory("r1", "full") in chart.handle("complete", audio_pending=False)
+
+
+@pytest.mark.parametrize("audio_pending", [True, False])
+def test_rule5_a_call_is_committed_by_complete_before_the_terminal(audio_pending: bool) -> None:
+    effects = generating().handle("complete", audio_pending=audio_pending)
+    assert effects.index(CommitCall("r1")) < effects.index(SendResponseDone("r1", "completed"))
+
+
+@pytest.mark.parametrize(
+    ("event", "kwargs"),
+    [("barge_in", {}), ("cancel", {}), ("truncate", {"audio_end_ms": 0}), ("fail", {})],
+)
+def test_rule5_a_call_cut_short_is_never_committed(event: str, kwargs: dict[str, object]) -> None:
+    chart = generating()
+    assert not [e for e in chart.handle(event, **kwargs) if isinstance(e, CommitCall)]
+    assert chart.handle("complete") == []  # a late end of its stream changes nothing
 
 
 def test_rule5_cut_is_never_undone_by_a_later_full_play() -> None:

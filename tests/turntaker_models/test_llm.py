@@ -1,14 +1,18 @@
-"""The `llm` decoding without a server: prompts, sentences, detokenising, the decode loop."""
+"""The `llm` decoding without a server: prompts, sentences, detokenising, the decode loop,
+function calls and the service's outputs."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from turntaker_models import smollm
+from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import (
     AudioPart,
     ContractError,
@@ -17,6 +21,11 @@ from turntaker_models.contract import (
     ImagePart,
     Message,
     TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    decode_tool_call,
+    encode,
 )
 from turntaker_models.llm import (
     DEFAULT_SYSTEM_PROMPT,
@@ -28,7 +37,9 @@ from turntaker_models.llm import (
     SentenceCutter,
     render_messages,
 )
+from turntaker_models.llm_service import LlmService
 from turntaker_models.settings import ModelSettings
+from turntaker_models.triton_adapter import text_tensor
 
 QUESTION = Conversation([Message("user", [TextPart("What is the capital of France?")])])
 
@@ -158,3 +169,142 @@ def test_stop_is_checked_before_every_step(decoder: Decoder) -> None:
     # Four forward passes: the prefill and three decode steps, each giving at most one delta.
     assert calls == 5 and len(out) <= 4
     assert not any(s.sentence for s in out[3:])
+
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Get the current weather in a city.",
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+)
+
+
+def test_tools_go_into_the_system_message_unless_the_choice_is_none(decoder: Decoder) -> None:
+    own = Conversation([Message("system", [TextPart("Be terse.")]), *QUESTION.messages])
+    system = render_messages(own, tools=[WEATHER])[0]["content"]
+    assert system.startswith("Be terse.\n\n# Tools") and '"get_weather"' in system
+    assert render_messages(QUESTION, tools=[WEATHER])[0]["content"].startswith(
+        DEFAULT_SYSTEM_PROMPT
+    )
+    offered = GenerationParameters(tools=[WEATHER])
+    refused = GenerationParameters(tools=[WEATHER], tool_choice="none")
+    text = decoder.tokenizer.decode
+    assert "<tools>" in text(decoder.prompt_ids(QUESTION, [], offered))
+    assert "<tools>" not in text(decoder.prompt_ids(QUESTION, [], refused))
+
+
+def test_earlier_calls_and_their_results_render_the_hermes_way() -> None:
+    conversation = Conversation(
+        [
+            Message("user", [TextPart("Weather in Oslo and Rome?")]),
+            Message(
+                "assistant",
+                [
+                    TextPart("Let me look."),
+                    ToolCallPart("call_1", "get_weather", '{"city": "Oslo"}'),
+                ],
+            ),
+            Message("tool", [ToolResultPart("call_1", "rain")]),
+            Message("tool", [ToolResultPart("call_2", "sun")]),
+            Message("user", [TextPart("Thanks")]),
+        ]
+    )
+    messages = render_messages(conversation, tools=[WEATHER])
+    assert messages[2] == {
+        "role": "assistant",
+        "content": 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"city": "Oslo"}}\n</tool_call>',
+    }
+    # Consecutive tool results share one user message.
+    assert messages[3] == {
+        "role": "user",
+        "content": "<tool_response>\nrain\n</tool_response>\n"
+        "<tool_response>\nsun\n</tool_response>",
+    }
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "user"]
+
+
+def test_auto_answers_without_a_call_when_no_tool_is_needed(decoder: Decoder) -> None:
+    params = GenerationParameters(tools=[WEATHER], tool_choice="auto", max_tokens=24)
+    stats = GenerationStats()
+    out = list(decoder.generate(QUESTION, [], params, lambda: False, stats))
+    assert not any(s.tool_call for s in out) and stats.tool_call == ""
+    text = "".join(s.text for s in out)
+    assert "Paris" in text and "<tool" not in text, text
+
+
+class Recorder:
+    """A `Reply` that keeps what the service sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.failed: list[str] = []
+        self.closed = False
+
+    def send(self, outputs: Mapping[str, Any], final: bool = False) -> None:
+        self.sent.append({k: v.reshape(-1)[0] for k, v in outputs.items()})
+
+    def close(self) -> None:
+        self.closed = True
+
+    def fail(self, message: str) -> None:
+        self.failed.append(message)
+
+    def is_cancelled(self) -> bool:
+        return False
+
+
+class Log:
+    def log_info(self, message: str) -> None: ...
+
+    def log_warn(self, message: str) -> None: ...
+
+    def log_verbose(self, message: str) -> None: ...
+
+
+def request(request_id: str, params: GenerationParameters) -> dict[str, Any]:
+    return {
+        "REQUEST_ID": text_tensor(request_id),
+        "CONVERSATION": text_tensor(encode(Conversation([Message("user", [TextPart("Oslo?")])]))),
+        "PARAMETERS": text_tensor(encode(params)),
+    }
+
+
+def test_service_sends_a_call_only_in_tool_call_and_never_to_tts(
+    decoder: Decoder, tmp_path: Path
+) -> None:
+    service = LlmService(decoder, CancelBoard.open(tmp_path / "board"), Log(), workers=0)
+    reply = Recorder()
+    params = GenerationParameters(
+        tools=[WEATHER], tool_choice="function", tool_name="get_weather", max_tokens=48
+    )
+    service.serve(request("r1", params), reply)
+    service.close()
+    assert reply.closed and not reply.failed
+    assert all({"TEXT_DELTA", "SENTENCE", "TOOL_CALL"} <= set(sent) for sent in reply.sent)
+    calls = [decode_tool_call(sent["TOOL_CALL"]) for sent in reply.sent]
+    deltas = [c for c in calls if c is not None]
+    assert deltas[0].name == "get_weather" and all(not d.name for d in deltas[1:])
+    assert json.loads("".join(d.arguments for d in deltas))["city"]
+    for sent, call in zip(reply.sent, calls, strict=True):
+        if call is not None:
+            assert sent["TEXT_DELTA"] == b"" and sent["SENTENCE"] == b""
+
+
+def test_service_stops_a_constrained_call_on_the_cancel_board(
+    decoder: Decoder, tmp_path: Path
+) -> None:
+    board = CancelBoard.open(tmp_path / "board")
+    service = LlmService(decoder, board, Log(), workers=0)
+    board.cancel("r2")
+    reply = Recorder()
+    params = GenerationParameters(tools=[WEATHER], tool_choice="required", max_tokens=48)
+    service.serve(request("r2", params), reply)
+    # Stopped before the first forward pass: not even the grammar's forced start came out.
+    assert [s.stage for s in board.stops("r2")] == ["llm"] and reply.closed
+    assert reply.sent == [] and not reply.failed
+    service.close()

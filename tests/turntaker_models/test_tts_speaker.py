@@ -8,8 +8,9 @@ import subprocess
 import sys
 import threading
 import wave
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,12 @@ import pytest
 from tests.triton.tts_client import llm_steps, loud_runs
 from turntaker_models import flite
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.contract import OUTPUT_SAMPLE_RATE, GenerationParameters, encode
+from turntaker_models.contract import (
+    OUTPUT_SAMPLE_RATE,
+    GenerationParameters,
+    ToolCallDelta,
+    encode,
+)
 from turntaker_models.tts import (
     DEFAULT_VOICE,
     Audio,
@@ -52,6 +58,11 @@ class RecordingSink:
         self.sent += 1
         self.events.append(("chunk", (audio, text)))
 
+    def tool_call(self, call: bytes, final: bool) -> None:
+        self.events.append(("call", call))
+        if final:
+            self.final()
+
     def error(self, message: str) -> None:
         # The error response carries the final flag: the request ends here.
         self.events.append(("error", message))
@@ -81,9 +92,11 @@ def speaker(board: CancelBoard) -> Iterator[Speaker]:
     s.close()
 
 
-def _job(request_id: str, sentence: str, audio: bool = True, text: str = "") -> SpeechJob:
+def _job(
+    request_id: str, sentence: str, audio: bool = True, text: str = "", call: bytes = b""
+) -> SpeechJob:
     params = encode(GenerationParameters(audio=audio))
-    return SpeechJob(request_id, sentence.encode(), params, text.encode())
+    return SpeechJob(request_id, sentence.encode(), params, text.encode(), call)
 
 
 def test_voice_names_map_to_flite_voices() -> None:
@@ -378,3 +391,88 @@ def test_align_finds_words_in_order_or_nothing() -> None:
     assert align("  Hi there,\nyou. Next", ["Hi", "there,", "you."]) == [4, 11, 16]
     assert align("Hi there", ["Hi", "here"]) is None
     assert align("", ["Hi"]) is None
+
+
+CALL_DELTAS = [
+    encode(ToolCallDelta(arguments="", name="get_weather")),
+    encode(ToolCallDelta(arguments='{"city": ')),
+    encode(ToolCallDelta(arguments='"Paris"}')),
+]
+
+
+def test_a_call_goes_out_unspoken_after_the_audio_before_it(speaker: Speaker) -> None:
+    """The llm's spoken words, then its call: every call delta is its own response, after the
+    last chunk of the words before it, and nothing of it is spoken or sent as text."""
+    log: list[tuple[str, object]] = []
+    sinks = []
+    reply = "Let me look that up, one moment. "
+    for delta, sentence in llm_steps(reply):
+        sinks.append(RecordingSink(log=log))
+        speaker.submit(_job("caller", sentence, text=delta), sinks[-1])
+    for call in CALL_DELTAS:
+        sinks.append(RecordingSink(log=log))
+        speaker.submit(_job("caller", "", call=call), sinks[-1])
+    assert all(sink.done.wait(20) for sink in sinks)
+    _, texts = _timeline(log)
+    assert "".join(t for _, _, t in texts) == reply
+    calls = [i for i, (kind, _) in enumerate(log) if kind == "call"]
+    last_chunk = max(i for i, (kind, _) in enumerate(log) if kind == "chunk")
+    assert [log[i][1] for i in calls] == CALL_DELTAS
+    assert min(calls) > last_chunk
+    # Each call delta's request: the call, then its final flag.
+    assert all(log[i + 1] == ("final", None) for i in calls)
+    assert len(speaker.held) == 0
+
+
+def test_text_held_when_the_call_comes_goes_out_just_before_it(speaker: Speaker) -> None:
+    # Text no sentence will speak (a caller that sends no sentence for it): not lost.
+    first = RecordingSink()
+    speaker.submit(_job("held", "", text="Hmm"), first)
+    assert first.kinds() == ["final"]
+    sink = RecordingSink()
+    speaker.submit(_job("held", "", call=CALL_DELTAS[0]), sink)
+    assert sink.done.wait(10)
+    assert sink.events == [("text", b"Hmm"), ("call", CALL_DELTAS[0]), ("final", None)]
+
+
+@pytest.mark.parametrize(("request_id", "audio"), [("t", False), ("", True)])
+def test_a_call_with_no_audio_coming_passes_at_once(
+    speaker: Speaker, request_id: str, audio: bool
+) -> None:
+    sink = RecordingSink()
+    speaker.submit(_job(request_id, "", audio=audio, text="ok", call=CALL_DELTAS[1]), sink)
+    assert sink.done.is_set()
+    assert sink.events == [("text", b"ok"), ("call", CALL_DELTAS[1]), ("final", None)]
+
+
+def test_a_cancelled_id_passes_no_call(speaker: Speaker, board: CancelBoard) -> None:
+    board.cancel("gone-call")
+    for audio in (True, False):
+        sink = RecordingSink()
+        speaker.submit(_job("gone-call", "", audio=audio, call=CALL_DELTAS[0]), sink)
+        assert sink.done.wait(10) and sink.kinds() == ["final"]
+
+
+def test_the_reply_sink_sends_every_output(board: CancelBoard) -> None:
+    """In `cascade` every tts response carries TEXT_DELTA, AUDIO_CHUNK and TOOL_CALL."""
+    from turntaker_models.tts import ReplySink
+
+    sent: list[dict[str, Any]] = []
+
+    class Reply:
+        def send(self, outputs: Mapping[str, Any], final: bool = False) -> None:
+            sent.append(dict(outputs))
+
+        def close(self) -> None: ...
+
+        def fail(self, message: str) -> None: ...
+
+        def is_cancelled(self) -> bool:
+            return False
+
+    sink = ReplySink(Reply(), tool_calls=True)
+    sink.text(b"hi", final=False)
+    sink.chunk(np.zeros(4, np.float32), b"")
+    sink.tool_call(CALL_DELTAS[0], final=True)
+    assert all(set(o) == {"TEXT_DELTA", "AUDIO_CHUNK", "TOOL_CALL"} for o in sent)
+    assert sent[2]["TOOL_CALL"][0] == CALL_DELTAS[0]

@@ -4,6 +4,12 @@ The thinker's every response is one talker request, and the talker's every respo
 code2wav request (see wire.py). Each stage keeps a stream's session between its requests, keyed
 by REQUEST_ID, in a `StreamWorkers` thread that handles them in SEQ order, and frees it at END,
 ABORT, a cancel, an error or the idle timeout.
+
+Text and function calls pass through both stages at once, from execute(), ahead of the queued
+codec work: a thinker message with T_TEXT or T_TOOL_CALL becomes a talker TEXT response with
+C_TEXT / C_TOOL_CALL, answered by code2wav with TEXT_DELTA / TOOL_CALL (and an empty chunk).
+Neither stage ever speaks a call: the thinker sends its deltas on TEXT messages, which carry
+no token for the talker (it only closes them in their SEQ turn).
 """
 
 from __future__ import annotations
@@ -45,10 +51,17 @@ def _message(tensors: dict[str, Any], prefix: str, reply: wire.Reply) -> Message
 
 
 def _codec_message(
-    request_id: str, kind: int, seq: int, codes: list[int] | None = None, text: bytes = b""
+    request_id: str,
+    kind: int,
+    seq: int,
+    codes: list[int] | None = None,
+    text: bytes = b"",
+    tool_call: bytes = b"",
 ) -> dict[str, np.ndarray[Any, Any]]:
+    # Every response carries every output: the ensemble pairs code2wav's inputs by response.
     return {
         "C_TEXT": wire.text_tensor(text),
+        "C_TOOL_CALL": wire.text_tensor(tool_call),
         "C_REQUEST_ID": wire.text_tensor(request_id),
         "C_KIND": wire.int_tensor(kind),
         "C_SEQ": wire.int_tensor(seq),
@@ -80,9 +93,10 @@ class TalkerStage:
     def submit(self, tensors: dict[str, Any], reply: wire.Reply) -> None:
         message = _message(tensors, "T_", reply)
         text = wire.read_text(tensors.get("T_TEXT"))
-        if text:
-            # Text must not wait behind the codec frames this stream has queued.
-            reply.send(_codec_message(message.request_id, wire.TEXT, -1, text=text))
+        call = wire.read_text(tensors.get("T_TOOL_CALL"))
+        if text or call:
+            # Text (and a call) must not wait behind the codec frames this stream has queued.
+            reply.send(_codec_message(message.request_id, wire.TEXT, -1, text=text, tool_call=call))
         self.workers.submit(message)
 
     def _handler(self, request_id: str) -> StreamHandler:
@@ -156,8 +170,9 @@ class _TalkerStream:
                 return
             self._start(message, params.temperature <= 0, params.seed, params.voice)
             return
-        if self.session is None:
-            # Text-only, or the thinker ended at its first token: nothing to say.
+        if self.session is None or kind == wire.TEXT:
+            # Text-only, the thinker ended before speaking a token, or text and call deltas
+            # (passed on from submit()): nothing to say.
             return
         if kind == wire.ABORT:
             if self._cancelled():
@@ -214,7 +229,8 @@ class Code2WavStage:
         if message.kind == wire.TEXT:
             # Answered from execute(), in arrival order: text deltas keep their order.
             text = wire.read_text(tensors.get("C_TEXT"))
-            reply.send(pipeline_outputs(text))
+            call = wire.read_text(tensors.get("C_TOOL_CALL"))
+            reply.send(pipeline_outputs(text, tool_call=call))
             reply.close()
             return
         self.workers.submit(message)
@@ -255,7 +271,7 @@ class _Code2WavStream:
         try:
             audio = self._handle(message)
             if audio is not None and audio.size:
-                reply.send(pipeline_outputs(b"", audio))
+                reply.send(pipeline_outputs(b"", audio, tool_call=b""))
             reply.close()
         except Cancelled:
             self.stage.loaded.board.record_stop(self.request_id, "code2wav")

@@ -27,7 +27,8 @@ import torch
 from turntaker_models.settings import ModelSettings
 
 Stage = Literal["thinker", "talker", "code2wav"]
-TINY_DIR_NAME = "tiny-omni-seed0-v2"
+# v3: the chat template lays tools out, and the tool-call markers are tokens.
+TINY_DIR_NAME = "tiny-omni-seed0-v3"
 
 log = logging.getLogger("turntaker.omni")
 

@@ -1,12 +1,24 @@
 """Conversation -> Qwen3-Omni thinker prompt: the token ids, audio features and image pixels that
 Qwen's own processor (`Qwen3OmniMoeProcessor` with the checkpoint's chat template) gives.
 
-Format (Qwen's chat template without tools): `<|im_start|>role\\n...<|im_end|>\\n` per message,
-ending with `<|im_start|>assistant\\n`. An audio part becomes `<|audio_start|>`, one
-`<|audio_pad|>` per audio-tower output frame, `<|audio_end|>`; an image part becomes
-`<|vision_start|>`, grid.prod() // merge_size**2 `<|image_pad|>`, `<|vision_end|>`. The thinker
-scatters the towers' outputs over the pads. An empty assistant message stays an empty assistant
-turn: it marks a turn the user never heard.
+Format (Qwen's chat template): `<|im_start|>role\\n...<|im_end|>\\n` per message, ending with
+`<|im_start|>assistant\\n`. An audio part becomes `<|audio_start|>`, one `<|audio_pad|>` per
+audio-tower output frame, `<|audio_end|>`; an image part becomes `<|vision_start|>`,
+grid.prod() // merge_size**2 `<|image_pad|>`, `<|vision_end|>`. The thinker scatters the towers'
+outputs over the pads. An empty assistant message stays an empty assistant turn: it marks a turn
+the user never heard.
+
+Tools (the template's `tools=` branch, Hermes style, as Qwen3's templates lay it out):
+- Given tools, the first turn is a system turn: the conversation's first system message (if it
+  is first), a blank line, then `TOOLS_PREAMBLE`, one `tool_schema(tool)` JSON line per tool,
+  and `TOOLS_POSTAMBLE`. Without tools nothing of this is written.
+- An assistant message's `tool_call` parts follow its content (whatever their place among the
+  parts), each `<tool_call>\\n{"name": NAME, "arguments": ARGUMENTS}\\n</tool_call>`, with the
+  arguments' JSON text as it was made, separated by a newline from the content and each other.
+- A run of `tool` messages is one user turn: `<|im_start|>user`, then per `tool_result` part
+  `\\n<tool_response>\\nOUTPUT\\n</tool_response>`, then `<|im_end|>\\n`. A `tool` message holds
+  tool results and text only (a text part counts as a result); a call outside an assistant
+  message, a result outside a tool message, or a tool message without a result is refused.
 
 Rules:
 - The same ids, features and pixels as the processor (tests/turntaker_models/omni/test_prompt.py
@@ -20,6 +32,8 @@ Rules:
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -34,12 +48,44 @@ from turntaker_models.contract import (
     ContractError,
     Conversation,
     ImagePart,
+    Message,
     TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
 )
 from turntaker_models.omni.images import ImageLimits, decode_image, load_image_processor
 
 # 30 minutes of audio in one prompt is far past any turn; refuse rather than run out of memory.
 MAX_AUDIO_SAMPLES = INPUT_SAMPLE_RATE * 60 * 30
+
+
+TOOLS_PREAMBLE = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+TOOLS_POSTAMBLE = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+)
+
+
+def tool_schema(tool: ToolSpec) -> dict[str, Any]:
+    """A tool as the chat template gets it (OpenAI's chat-completions `tools` item)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def tool_call_text(call: ToolCallPart) -> str:
+    """An earlier call as the template writes it into an assistant turn."""
+    return f'<tool_call>\n{{"name": "{call.name}", "arguments": {call.arguments}}}\n</tool_call>'
 
 
 def audio_token_count(feature_frames: int, n_window: int) -> int:
@@ -54,10 +100,13 @@ def audio_token_count(feature_frames: int, n_window: int) -> int:
 class PartLayout:
     """One part as the thinker received it: text, or how many placeholders a medium took."""
 
-    kind: Literal["text", "audio", "image"]
+    kind: Literal["text", "audio", "image", "tool_call", "tool_result"]
+    # text: the text; tool_call: the arguments; tool_result: the output.
     text: str = ""
     tokens: int = 0
     grid: tuple[int, int, int] | None = None  # images: (t, h, w) in patches
+    name: str = ""  # tool_call: the function
+    call_id: str = ""  # tool_call, tool_result
 
 
 @dataclass(frozen=True)
@@ -98,6 +147,29 @@ class _Ids:
         if self.run:
             self.ids += self.encode("".join(self.run))
             self.run.clear()
+
+
+@dataclass
+class _Media:
+    """The audio and image placeholders of one build, handed out in order of appearance."""
+
+    audio_counts: list[int]
+    image_counts: list[int]
+    grids: torch.Tensor | None
+    audio: int = 0
+    image: int = 0
+
+
+def _check_tool_parts(message: Message) -> None:
+    for part in message.content:
+        if isinstance(part, ToolCallPart) and message.role != "assistant":
+            raise ContractError(f"a tool_call part in a {message.role} message")
+        if isinstance(part, ToolResultPart) and message.role != "tool":
+            raise ContractError(f"a tool_result part in a {message.role} message")
+        if message.role == "tool" and not isinstance(part, ToolResultPart | TextPart):
+            raise ContractError("a tool message holds tool_result (and text) parts only")
+    if message.role == "tool" and not message.content:
+        raise ContractError("a tool message without a tool_result")
 
 
 class PromptBuilder:
@@ -198,7 +270,35 @@ class PromptBuilder:
         counts = [int(n) for n in (grid.prod(-1) // merge**2).tolist()]
         return torch.cat(pixels), grid, counts
 
-    def build(self, conversation: Conversation, audio: list[npt.NDArray[np.float32]]) -> Prompt:
+    def _content(self, message: Message, ids: _Ids, media: _Media) -> MessageLayout:
+        """Writes a message's text, audio and image parts (not its calls) in order."""
+        parts: list[PartLayout] = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                ids.text(part.text)
+                parts.append(PartLayout("text", text=part.text))
+            elif isinstance(part, AudioPart):
+                count = media.audio_counts[media.audio]
+                ids.special(self.audio_start, *[self.audio_pad] * count, self.audio_end)
+                parts.append(PartLayout("audio", tokens=count))
+                media.audio += 1
+            elif isinstance(part, ImagePart):
+                assert media.grids is not None
+                count = media.image_counts[media.image]
+                t, h, w = (int(v) for v in media.grids[media.image].tolist())
+                ids.special(self.vision_start, *[self.image_pad] * count, self.vision_end)
+                parts.append(PartLayout("image", tokens=count, grid=(t, h, w)))
+                media.image += 1
+        return MessageLayout(message.role, tuple(parts))
+
+    def build(
+        self,
+        conversation: Conversation,
+        audio: list[npt.NDArray[np.float32]],
+        tools: Sequence[ToolSpec] = (),
+    ) -> Prompt:
+        """The prompt of `conversation`; `tools` (none: no tools block) are laid out as the
+        template's `tools=` does."""
         if not conversation.messages:
             raise ContractError("CONVERSATION has no messages")
         # Audio goes to the feature extractor in order of appearance; each part may name any
@@ -223,31 +323,66 @@ class PromptBuilder:
         if order:
             features, mask, audio_counts = self._features([audio[i] for i in order])
         ids = _Ids(self._text)
+        media = _Media(audio_counts, image_counts, grids)
         layout: list[MessageLayout] = []
-        audio_index = image_index = 0
-        for message in conversation.messages:
-            parts: list[PartLayout] = []
+        messages = conversation.messages
+        for message in messages:
+            _check_tool_parts(message)
+        first_system = messages[0].role == "system"
+        if tools:
             ids.special(self.im_start)
-            ids.text(f"{message.role}\n")
-            for part in message.content:
-                if isinstance(part, TextPart):
-                    ids.text(part.text)
-                    parts.append(PartLayout("text", text=part.text))
-                elif isinstance(part, AudioPart):
-                    count = audio_counts[audio_index]
-                    ids.special(self.audio_start, *[self.audio_pad] * count, self.audio_end)
-                    parts.append(PartLayout("audio", tokens=count))
-                    audio_index += 1
-                else:
-                    assert grids is not None
-                    count = image_counts[image_index]
-                    t, h, w = (int(v) for v in grids[image_index].tolist())
-                    ids.special(self.vision_start, *[self.image_pad] * count, self.vision_end)
-                    parts.append(PartLayout("image", tokens=count, grid=(t, h, w)))
-                    image_index += 1
+            ids.text("system\n")
+            if first_system:
+                layout.append(self._content(messages[0], ids, media))
+                ids.text("\n\n")
+            ids.text(TOOLS_PREAMBLE)
+            for tool in tools:
+                ids.text("\n" + json.dumps(tool_schema(tool), ensure_ascii=False))
+            ids.text(TOOLS_POSTAMBLE)
             ids.special(self.im_end)
             ids.text("\n")
-            layout.append(MessageLayout(message.role, tuple(parts)))
+        for index, message in enumerate(messages):
+            if index == 0 and first_system and tools:
+                continue  # written with the tools
+            if message.role == "tool":
+                # A run of tool messages is one user turn of <tool_response> blocks.
+                if index == 0 or messages[index - 1].role != "tool":
+                    ids.special(self.im_start)
+                    ids.text("user")
+                results: list[PartLayout] = []
+                for part in message.content:
+                    output = part.output if isinstance(part, ToolResultPart) else ""
+                    call_id = part.call_id if isinstance(part, ToolResultPart) else ""
+                    if isinstance(part, TextPart):
+                        output = part.text
+                    ids.text(f"\n<tool_response>\n{output}\n</tool_response>")
+                    results.append(PartLayout("tool_result", text=output, call_id=call_id))
+                if index == len(messages) - 1 or messages[index + 1].role != "tool":
+                    ids.special(self.im_end)
+                    ids.text("\n")
+                layout.append(MessageLayout("tool", tuple(results)))
+                continue
+            ids.special(self.im_start)
+            ids.text(f"{message.role}\n")
+            content = self._content(message, ids, media)
+            calls = [part for part in message.content if isinstance(part, ToolCallPart)]
+            written = any(p.kind != "text" or p.text for p in content.parts)
+            for number, call in enumerate(calls):
+                if written or number:
+                    ids.text("\n")
+                ids.text(tool_call_text(call))
+            layout.append(
+                MessageLayout(
+                    message.role,
+                    content.parts
+                    + tuple(
+                        PartLayout("tool_call", text=c.arguments, name=c.name, call_id=c.call_id)
+                        for c in calls
+                    ),
+                )
+            )
+            ids.special(self.im_end)
+            ids.text("\n")
         ids.special(self.im_start)
         ids.text("assistant\n")
         ids.flush()

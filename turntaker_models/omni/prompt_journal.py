@@ -4,9 +4,11 @@ Rules:
 - Written before prefill, so a request that fails or is cancelled later is still recorded.
 - One line per request, in exactly this shape (end-to-end tests read it):
   `{"request_id": ID, "tokens": len(input_ids), "messages": [{"role": ROLE, "parts": [...]}]}`
-  with parts `{"type": "text", "text": T}`, `{"type": "audio", "tokens": PADS}` and
-  `{"type": "image", "tokens": PADS, "grid": [t, h, w]}`; an empty assistant boundary is
-  `{"role": "assistant", "parts": []}`.
+  with parts `{"type": "text", "text": T}`, `{"type": "audio", "tokens": PADS}`,
+  `{"type": "image", "tokens": PADS, "grid": [t, h, w]}`, `{"type": "tool_call", "call_id",
+  "name", "arguments"}` (assistant) and `{"type": "tool_result", "call_id", "output"}` (role
+  "tool"); an empty assistant boundary is `{"role": "assistant", "parts": []}`. The tools block
+  of the system turn is not listed (its tokens are counted).
 - Each line goes out in one `write()` on a file opened in append mode (O_APPEND), so that the
   thinker's concurrent stream threads never interleave or overwrite each other's lines.
 """
@@ -25,6 +27,15 @@ def _part(part: PartLayout) -> dict[str, Any]:
         return {"type": "text", "text": part.text}
     if part.kind == "audio":
         return {"type": "audio", "tokens": part.tokens}
+    if part.kind == "tool_call":
+        return {
+            "type": "tool_call",
+            "call_id": part.call_id,
+            "name": part.name,
+            "arguments": part.text,
+        }
+    if part.kind == "tool_result":
+        return {"type": "tool_result", "call_id": part.call_id, "output": part.text}
     assert part.grid is not None
     return {"type": "image", "tokens": part.tokens, "grid": list(part.grid)}
 

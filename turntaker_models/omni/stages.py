@@ -5,6 +5,24 @@ Message layout: see wire.py. Cancellation: every stage checks its request's own 
 the cancel board at each cancellation point, records one stop on the board, frees the stream's
 state and ends its request(s) with the final flag; upstream stages tell downstream ones with an
 ABORT message so nothing waits for the idle timeout.
+
+Function calling in the thinker (contract `GenerationParameters.tools`):
+- The tools go into the prompt as the checkpoint's chat template lays them out (prompt.py),
+  unless tool_choice is "none".
+- Every generation's text goes through a `ToolCallStream` (turntaker_models/tool_calls.py):
+  the spoken text is T_TEXT as before; each call delta goes out as its own TEXT message with
+  T_TOOL_CALL (JSON `ToolCallDelta`) and nothing to speak. A call to a function the request
+  does not offer, or any call under "none", is dropped and ends the generation; so does a
+  malformed one, and a call ends it once its arguments close (at most one call per
+  generation, nothing spoken after it).
+- The talker only ever gets the tokens whose text was spoken: a token whose text is held
+  back (it may begin `<tool_call>`) waits, and once a call began no token reaches the talker
+  again. START goes with the first spoken token, so an answer that is a call alone never
+  starts the talker (no audio at all). The final token, as before, is not spoken.
+- "required" and "function" decode under a `CallConstraint` on the thinker's logits (the
+  checkpoint's tokenizer; its llguidance view is built once per stage), so the generation is
+  exactly one call whose arguments validate against the function's schema; the tokens the
+  grammar forces are fed several per forward pass. max_tokens still holds.
 """
 
 from __future__ import annotations
@@ -29,8 +47,11 @@ from turntaker_models.contract import (
     ImagePart,
     Part,
     TextPart,
+    ToolCallDelta,
+    ToolSpec,
     decode_conversation,
     decode_parameters,
+    encode,
     split_audio,
 )
 from turntaker_models.contract import Message as ContractMessage
@@ -48,6 +69,8 @@ from turntaker_models.omni.sampling import Cancelled, SamplingConfig
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.thinker import TalkerStart, ThinkerSession
 from turntaker_models.settings import ModelSettings
+from turntaker_models.tool_calls import Spoken, ToolCallStream
+from turntaker_models.tool_grammar import CallConstraint, ll_tokenizer
 
 log = logging.getLogger("turntaker.omni")
 
@@ -109,6 +132,8 @@ class ThinkerStage:
         path = self.loaded.path
         self.prompts = PromptBuilder.load(path, self.loaded.config.thinker_config)
         self.tokenizer = self.prompts.tokenizer
+        # llguidance's view of the tokenizer, for constrained calls (built once: ~0.3 s).
+        self.grammar_tokenizer = ll_tokenizer(self.tokenizer)
         self.journal = PromptJournal(settings.prompt_log) if settings.prompt_log else None
         text_config = self.loaded.config.thinker_config.text_config
         self.hidden = int(text_config.hidden_size)
@@ -188,7 +213,8 @@ class _ThinkerRun:
                 t.get("AUDIO_LENGTHS", np.zeros(0, np.int32)),
                 conversation,
             )
-            prompt = stage.prompts.build(conversation, audio)
+            prompt = stage.prompts.build(conversation, audio, tools=shown_tools(params))
+            constraint = call_constraint(stage.grammar_tokenizer, params)
             room = stage.max_positions - prompt.input_ids.shape[1]
             if room < 1:
                 raise ContractError(
@@ -210,7 +236,7 @@ class _ThinkerRun:
                 # The journal is for inspection; a full disk must not fail the conversation.
                 log.exception("thinker: prompt journal %s", stage.journal.path)
         try:
-            self._run(request_id, prompt, params, raw_parameters, reply)
+            self._run(request_id, prompt, params, raw_parameters, reply, constraint)
         finally:
             stage.release(request_id)
         return True
@@ -222,6 +248,7 @@ class _ThinkerRun:
         params: GenerationParameters,
         raw_parameters: bytes,
         reply: wire.Reply,
+        constraint: CallConstraint | None = None,
     ) -> None:
         stage = self.stage
         board = stage.loaded.board
@@ -232,6 +259,7 @@ class _ThinkerRun:
             SamplingConfig(temperature=params.temperature, top_p=params.top_p),
             params.seed,
             lambda: reply.is_cancelled() or board.cancelled(request_id),
+            constraint,
         )
         sender = _ThinkerSender(reply, request_id, raw_parameters, stage.hidden)
         try:
@@ -253,28 +281,140 @@ class _ThinkerRun:
     def _generate(
         self, session: ThinkerSession, params: GenerationParameters, sender: _ThinkerSender
     ) -> None:
-        detok = Detokenizer(self.stage.tokenizer)
-        token, start = session.prefill(want_talker=params.audio)
-        count = 1
-
-        def final(token: int) -> bool:
-            return token in session.eos_ids or count >= params.max_tokens
-
-        text = detok.add(token, final(token))
-        if final(token):
-            sender.emit(wire.END, text)
-            return
-        sender.emit(wire.START, text, start)
+        answer = _Answer(self.stage.tokenizer, [t.name for t in shown_tools(params)])
+        # A forced call says nothing: no talker conditioning to compute.
+        want_talker = params.audio and session.constraint is None
+        token, start = session.prefill(want_talker=want_talker)
+        emitter = _Emitter(answer, session, start if want_talker else None, sender)
+        fresh = [token, *session.forced()]
+        count = 0
         while True:
-            token = session.step(token)
-            count += 1
-            done = final(token)
-            text = detok.add(token, done)
-            if done:
-                sender.emit(wire.END, text)
-                return
-            row = session.embed(token)[None] if params.audio else None
-            sender.emit(wire.TOKEN, text, row)
+            for index, token in enumerate(fresh):
+                count += 1
+                constrained_done = session.constraint is not None and session.constraint.done
+                final = (
+                    token in session.eos_ids
+                    or count >= params.max_tokens
+                    or (index == len(fresh) - 1 and constrained_done)
+                )
+                if emitter.push(token, final):
+                    return
+            room = params.max_tokens - count - 1
+            token = session.step(*fresh)
+            fresh = [token, *session.forced()[: max(0, room)]]
+
+
+def shown_tools(params: GenerationParameters) -> list[ToolSpec]:
+    """The tools the thinker's prompt lists: none under tool_choice "none"."""
+    return [] if params.tool_choice == "none" else list(params.tools)
+
+
+def call_constraint(grammar_tokenizer: Any, params: GenerationParameters) -> CallConstraint | None:
+    """The grammar of a forced call ("required": any tool, "function": `tool_name`); None when
+    the model may answer freely."""
+    if params.tool_choice not in ("required", "function"):
+        return None
+    name = params.tool_name if params.tool_choice == "function" else None
+    return CallConstraint(grammar_tokenizer, params.tools, name)
+
+
+class _Answer:
+    """The thinker's tokens in; out per token: the text spoken now, the tokens whose text is
+    all spoken (for the talker, in order) and the call's deltas to pass on."""
+
+    def __init__(self, tokenizer: Any, offered: list[str]) -> None:
+        self.detok = Detokenizer(tokenizer)
+        self.calls = ToolCallStream()
+        self.offered = frozenset(offered)
+        # Whether this call's deltas go out; None before its name is known.
+        self.forwarded: bool | None = None
+        # Tokens not given to the talker yet, each with the end of its text in all the text.
+        self.pending: list[tuple[int, int]] = []
+        self.text_end = 0
+        self.spoken_end = 0
+
+    @property
+    def over(self) -> bool:
+        """Nothing more can be said: a call closed, was malformed or was dropped."""
+        return self.calls.call_done or self.calls.malformed or self.forwarded is False
+
+    def push(self, token: int, final: bool) -> tuple[str, list[int], list[ToolCallDelta]]:
+        text = self.detok.add(token, final)
+        self.text_end += len(text)
+        self.pending.append((token, self.text_end))
+        pieces = self.calls.feed(text) if text else []
+        if final:
+            pieces += self.calls.close()
+        spoken: list[str] = []
+        calls: list[ToolCallDelta] = []
+        for piece in pieces:
+            if isinstance(piece, Spoken):
+                spoken.append(piece.text)
+                continue
+            if self.forwarded is None:
+                self.forwarded = piece.name in self.offered
+            if self.forwarded:
+                calls.append(piece)
+        said = "".join(spoken)
+        self.spoken_end += len(said)
+        released: list[int] = []
+        while self.pending and self.pending[0][1] <= self.spoken_end:
+            released.append(self.pending.pop(0)[0])
+        if self.calls.in_call:
+            # The rest of the text is the call's (or dropped): never spoken.
+            self.pending.clear()
+        return said, released, calls
+
+
+class _Emitter:
+    """One generation's tokens in, the thinker's messages out, in stream order: the spoken
+    text with START (the talker's conditioning, with the first token spoken) or TOKEN for each
+    token whose text is all spoken (TEXT when none is), then each call delta on its own TEXT
+    message, then END (with the last step's text if nothing followed it)."""
+
+    def __init__(
+        self,
+        answer: _Answer,
+        session: ThinkerSession,
+        start: TalkerStart | None,
+        sender: _ThinkerSender,
+    ) -> None:
+        self.answer = answer
+        self.session = session
+        # None: nothing is spoken (audio=false, a forced call): START and TOKEN carry no rows.
+        self.start = start
+        self.sender = sender
+        self.started = False
+
+    def push(self, token: int, final: bool) -> bool:
+        """Sends what `token` (the generation's last if `final`) gives; True after END."""
+        spoken, released, calls = self.answer.push(token, final)
+        done = final or self.answer.over
+        if done and not calls:
+            self.sender.emit(wire.END, spoken)
+            return True
+        # The final token is not spoken (as without tools: the talker goes on to tts_eos).
+        self._speak(spoken, [] if done else released)
+        for delta in calls:
+            self.sender.emit(wire.TEXT, "", tool_call=encode(delta))
+        if done:
+            self.sender.emit(wire.END, "")
+        return done
+
+    def _speak(self, text: str, tokens: list[int]) -> None:
+        for token in tokens:
+            if not self.started:
+                self.started = True
+                start = self.start
+                if start is not None:
+                    start = start.with_first(self.session.embed(token))
+                self.sender.emit(wire.START, text, start)
+            else:
+                row = self.session.embed(token)[None] if self.start is not None else None
+                self.sender.emit(wire.TOKEN, text, row)
+            text = ""
+        if text:
+            self.sender.emit(wire.TEXT, text)
 
 
 class _ThinkerSender:
@@ -285,7 +425,13 @@ class _ThinkerSender:
         self.hidden = hidden
         self.seq = 0
 
-    def emit(self, kind: int, text: str, rows: TalkerStart | torch.Tensor | None = None) -> None:
+    def emit(
+        self,
+        kind: int,
+        text: str,
+        rows: TalkerStart | torch.Tensor | None = None,
+        tool_call: bytes = b"",
+    ) -> None:
         if isinstance(rows, TalkerStart):
             embeds = rows.rows.numpy()
             mm = rows.mm.numpy()
@@ -298,6 +444,7 @@ class _ThinkerSender:
         self.reply.send(
             {
                 "T_TEXT": wire.text_tensor(text),
+                "T_TOOL_CALL": wire.text_tensor(tool_call),
                 "T_REQUEST_ID": self.request_id,
                 "T_PARAMETERS": self.parameters,
                 "T_KIND": wire.int_tensor(kind),

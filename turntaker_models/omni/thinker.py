@@ -19,12 +19,17 @@ and audio in the user turns (the talker sees no other turn).
 Positions: the prefill takes the model's own 3-D mRoPE positions (`get_rope_index` with the
 image grids and audio lengths; text positions as the first of 4 rows, as
 `_prepare_position_ids_for_generation` builds them); each later step is text + delta.
+
+A `CallConstraint` (turntaker_models/tool_grammar.py, tool_choice "required"/"function") masks
+the logits of every choice, prefill included, and accepts each chosen token; the tokens its
+grammar forces next (`forced()`) are fed with the chosen one in one forward pass
+(`step(token, *forced)`). The mask is built on the CPU and added to the logits on their device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,6 +41,9 @@ from turntaker_models.omni.sampling import (
     choose,
     generator_for,
 )
+
+if TYPE_CHECKING:
+    from turntaker_models.tool_grammar import CallConstraint
 
 TALKER_FIXED_ROWS = 7
 
@@ -54,6 +62,11 @@ class TalkerStart:
     image_grids: torch.Tensor = field(default_factory=lambda: _empty_long(0, 3))
     # Mel frames of each audio in the user rows [m], in order.
     audio_lengths: torch.Tensor = field(default_factory=lambda: _empty_long(0))
+
+    def with_first(self, row: torch.Tensor) -> TalkerStart:
+        """The same conditioning with another first token (its embedding [H]): the first
+        token the talker speaks need not be the first one generated (a call is never spoken)."""
+        return replace(self, rows=torch.cat([self.rows[:-1], row.view(1, -1).to(self.rows)]))
 
 
 def _positions(start: int, length: int, delta: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -81,6 +94,7 @@ class ThinkerSession:
         sampling: SamplingConfig,
         seed: int,
         cancelled: CancelCheck,
+        constraint: CallConstraint | None = None,
     ) -> None:
         self.model = model
         self.config = config
@@ -93,6 +107,23 @@ class ThinkerSession:
         self.length = 0
         self.delta = torch.zeros(1, 1, dtype=torch.long)
         self.eos_ids = {int(config.im_end_token_id)}
+        self.constraint = constraint
+
+    def _choose(self, logits: torch.Tensor) -> int:
+        constraint = self.constraint
+        if constraint is not None:
+            mask = torch.zeros(logits.shape[-1], dtype=torch.float32)
+            constraint.mask_logits(mask)
+            logits = logits.float() + mask.to(logits.device)
+        token = choose(logits, self.sampling, self.generator)
+        if constraint is not None:
+            constraint.accept(token)
+        return token
+
+    def forced(self) -> list[int]:
+        """The tokens the constraint forces next (accepted already; feed them with the last
+        chosen one); none without a constraint."""
+        return self.constraint.take_forced() if self.constraint is not None else []
 
     @torch.inference_mode()
     def embed(self, token: int) -> torch.Tensor:
@@ -135,23 +166,24 @@ class ThinkerSession:
             output_hidden_states=want_talker,
         )
         self.length = ids.shape[1]
-        token = choose(out.logits[0, -1], self.sampling, self.generator)
+        token = self._choose(out.logits[0, -1])
         start = self._talker_start(ids, out.hidden_states, token) if want_talker else None
         return token, start
 
     @torch.inference_mode()
-    def step(self, token: int) -> int:
-        """Feed the last token; returns the next one."""
+    def step(self, token: int, *after: int) -> int:
+        """Feed the last token (and the forced ones `after` it, in the same pass); returns the
+        next one."""
         check(self.cancelled)
-        ids = torch.tensor([[token]], device=self.device)
+        ids = torch.tensor([[token, *after]], device=self.device)
         out = self.model(
             input_ids=ids,
-            position_ids=_positions(self.length, 1, self.delta, self.device),
+            position_ids=_positions(self.length, ids.shape[1], self.delta, self.device),
             cache=self.cache,
             use_cache=True,
         )
-        self.length += 1
-        return choose(out.logits[0, -1], self.sampling, self.generator)
+        self.length += ids.shape[1]
+        return self._choose(out.logits[0, -1])
 
     def close(self) -> None:
         # The KV cache is the big per-stream allocation (~96 KiB per token at real size).

@@ -40,6 +40,10 @@ SPECIAL_TOKENS = (
 )
 # Role names are single tokens in Qwen's vocabulary; the talker finds turns by them.
 ROLE_TOKENS = ("system", "user", "assistant")
+# Function-calling markers: single tokens in Qwen's vocabulary too, and, as there, added tokens
+# that are not special (a decode with skip_special_tokens keeps them, so the streamed text
+# shows where a call starts and ends).
+TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 TOKENIZER_VOCAB = 384
 # The names under which transformers' processors look the multimodal tokens up on a tokenizer
 # (Qwen3OmniMoeProcessor.__init__), as in Qwen's tokenizer_config.json.
@@ -54,7 +58,11 @@ MULTIMODAL_TOKENS = {
 }
 # The structure of Qwen's Qwen3-Omni template (each message `<|im_start|>role\n...<|im_end|>\n`,
 # content lists of text/image/audio/video items, the generation prompt `<|im_start|>assistant\n`)
-# without its tool-calling branches; Qwen's own text was not available offline.
+# with the tool-calling layout of Qwen3's templates (Hermes style): the tools as one JSON line
+# each inside `<tools></tools>` in the system turn (after the system prompt, if any), an
+# assistant's calls as `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>` after its
+# text, and tool results as `<tool_response>` blocks of one user turn per run of tool messages.
+# Written here, not copied: Qwen's own text was not available offline.
 CHAT_TEMPLATE = """\
 {%- macro render_content(content) %}
     {%- if content is string %}
@@ -73,10 +81,51 @@ CHAT_TEMPLATE = """\
         {%- endfor %}
     {%- endif %}
 {%- endmacro %}
-{%- for message in messages %}
-    {{- '<|im_start|>' + message.role + '\\n' }}
-    {{- render_content(message.content) }}
+{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- render_content(messages[0].content) + '\\n\\n' }}
+    {%- endif %}
+    {{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n' }}
+    {{- 'You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}
+    {%- for tool in tools %}
+        {{- '\\n' + tool | tojson }}
+    {%- endfor %}
+    {{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and ' }}
+    {{- 'arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n' }}
+    {{- '{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>' }}
     {{- '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if message.role == 'system' and loop.first and tools %}
+    {%- elif message.role == 'tool' %}
+        {%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' + render_content(message.content) + '\\n</tool_response>' }}
+        {%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- else %}
+        {%- set content = render_content(message.content) %}
+        {{- '<|im_start|>' + message.role + '\\n' + content }}
+        {%- for tool_call in message.tool_calls or [] %}
+            {%- if content or not loop.first %}
+                {{- '\\n' }}
+            {%- endif %}
+            {%- if tool_call.function %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '<tool_call>\\n{"name": "' + tool_call.name + '", "arguments": ' }}
+            {%- if tool_call.arguments is string %}
+                {{- tool_call.arguments }}
+            {%- else %}
+                {{- tool_call.arguments | tojson }}
+            {%- endif %}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\\n' }}
@@ -128,7 +177,7 @@ def _train_tokenizer(out_dir: Path) -> None:
     )
     # Several passes of one fixed text: training is deterministic, so the ids are too.
     tokenizer.train_from_iterator([_CORPUS] * 4, trainer=trainer)
-    tokenizer.add_tokens(list(ROLE_TOKENS))
+    tokenizer.add_tokens([*ROLE_TOKENS, *TOOL_TOKENS])
     fast = tf.PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",
@@ -146,7 +195,7 @@ def _token_ids(out_dir: Path) -> dict[str, int]:
     tf: Any = transformers
     tokenizer = tf.PreTrainedTokenizerFast.from_pretrained(str(out_dir), local_files_only=True)
     ids: dict[str, int] = {}
-    for token in (*SPECIAL_TOKENS, *ROLE_TOKENS):
+    for token in (*SPECIAL_TOKENS, *ROLE_TOKENS, *TOOL_TOKENS):
         token_id = tokenizer.convert_tokens_to_ids(token)
         if not isinstance(token_id, int) or token_id == tokenizer.unk_token_id:
             raise RuntimeError(f"tiny tokenizer lacks {token}")

@@ -8,16 +8,22 @@ Text reaches the client through the whole chain (Triton refuses an ensemble whos
 from different decoupled steps): the talker and code2wav pass a non-empty text delta on at once,
 from execute(), ahead of their queued work; text messages carry no SEQ (-1).
 
+A function call's deltas travel the same way, as TOOL_CALL, never as a token to speak.
+
 thinker -> talker (every response carries all of these):
-  T_TEXT        STRING [1]      the next piece of the assistant's text (may be "")
+  T_TEXT        STRING [1]      the next piece of the assistant's spoken text (may be "")
+  T_TOOL_CALL   STRING [1]      TEXT: the next delta of the function call (JSON
+                                contract.ToolCallDelta); else ""
   T_REQUEST_ID  STRING [1]      the stream
   T_PARAMETERS  STRING [1]      the request's PARAMETERS JSON (audio flag, voice, sampling)
-  T_KIND        INT32  [1]      START: conditioning + first token; TOKEN: one more text token;
-                                END: the thinker is done (its final token -> tts_eos);
-                                ABORT: cancelled or failed upstream, drop the stream
+  T_KIND        INT32  [1]      START: conditioning + the first token spoken; TOKEN: one more
+                                spoken text token; TEXT: text or a call delta, nothing to
+                                speak (the talker only closes it); END: the thinker is done
+                                (its final token -> tts_eos); ABORT: cancelled or failed
+                                upstream, drop the stream
   T_SEQ         INT32  [1]      0, 1, 2, ... per stream
   T_EMBEDS      FP32   [-1, H]  START: `TalkerStart.rows` (see thinker.py); TOKEN: the token's
-                                embedding [1, H]; END/ABORT: [0, H]
+                                embedding [1, H]; TEXT/END/ABORT: [0, H]
   T_MM          BOOL   [-1]     START: rows that take `hidden_projection`; else all False
   T_IDS         INT64  [-1]     START: the token ids of the user rows (`TalkerStart.ids`), for the
                                 talker's mRoPE positions; else [0]
@@ -26,9 +32,10 @@ thinker -> talker (every response carries all of these):
   T_AUDIO_LENGTHS INT64 [-1]    START: mel frames of each audio in the user rows, in order; else [0]
 talker -> code2wav:
   C_TEXT        STRING [1]      TEXT: the text delta to pass on; else ""
+  C_TOOL_CALL   STRING [1]      TEXT: the call delta to pass on (TOOL_CALL); else ""
   C_REQUEST_ID  STRING [1]
   C_KIND        INT32  [1]      FRAME: one codec frame; END: flush and finish; ABORT: drop;
-                                TEXT: text only, answered at once
+                                TEXT: text and/or a call delta only, answered at once
   C_SEQ         INT32  [1]      0, 1, 2, ... per stream
   C_CODES       INT64  [-1]     FRAME: the frame's G codes (codebook 0 first); else [0]
 """
@@ -55,6 +62,7 @@ TOKEN = 1
 END = 2
 ABORT = 3
 FRAME = 1
+# Both hops: text and/or a call delta, nothing to speak or decode.
 TEXT = 4
 
 # The same reading as every decoupled model's (an absent or empty tensor reads as b"").

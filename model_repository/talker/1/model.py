@@ -18,6 +18,7 @@ TritonPythonModel = decoupled_model(
     stage_service("talker", TalkerStage),
     (
         "T_TEXT",
+        "T_TOOL_CALL",
         "T_REQUEST_ID",
         "T_PARAMETERS",
         "T_KIND",

@@ -26,7 +26,11 @@ from turntaker_models.contract import (
     ImagePart,
     Message,
     TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
 )
+from turntaker_models.omni.prompt import tool_schema
 
 
 def tone(seconds: float, hz: float) -> npt.NDArray[np.float32]:
@@ -69,17 +73,31 @@ def processor(tiny: Tiny) -> Any:
 
 
 def _messages(conversation: Conversation) -> list[dict[str, Any]]:
-    """The conversation in the processor's chat format (content lists of typed items)."""
+    """The conversation in the processor's chat format (content lists of typed items; calls as
+    an assistant's OpenAI-style `tool_calls`, each tool result as its own `tool` message)."""
     kinds = {TextPart: "text", AudioPart: "audio", ImagePart: "image"}
-    out = []
+    out: list[dict[str, Any]] = []
     for message in conversation.messages:
+        if message.role == "tool":
+            for part in message.content:
+                assert isinstance(part, ToolResultPart)
+                out.append({"role": "tool", "content": part.output})
+            continue
         content: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
         for part in message.content:
+            if isinstance(part, ToolCallPart):
+                function = {"name": part.name, "arguments": part.arguments}
+                calls.append({"id": part.call_id, "type": "function", "function": function})
+                continue
             item: dict[str, Any] = {"type": kinds[type(part)]}
             if isinstance(part, TextPart):
                 item["text"] = part.text
             content.append(item)
-        out.append({"role": message.role, "content": content})
+        entry: dict[str, Any] = {"role": message.role, "content": content}
+        if calls:
+            entry["tool_calls"] = calls
+        out.append(entry)
     return out
 
 
@@ -125,6 +143,94 @@ def test_prompt_equals_the_real_processor(tiny: Tiny, processor: Any) -> None:
     # The checkpoint's own template: the empty assistant turn stays, the prompt ends ready.
     assert "<|im_start|>assistant\n<|im_end|>\n" in text
     assert text.endswith("<|im_start|>assistant\n")
+
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "The weather in a city, now — «in °C».",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+CLOCK = ToolSpec("get_time", parameters={"type": "object", "properties": {}})
+TOOL_CONVERSATION = Conversation(
+    [
+        Message("system", [TextPart("You are a helpful assistant.")]),
+        Message("user", [AudioPart(0), TextPart("What's the weather in Paris?")]),
+        # A call after spoken text, then a call alone.
+        Message(
+            "assistant",
+            [
+                TextPart("Let me check."),
+                ToolCallPart("call_1", "get_weather", '{"city": "Paris"}'),
+            ],
+        ),
+        Message("tool", [ToolResultPart("call_1", '{"temp_c": 21, "sky": "clear"}')]),
+        Message("assistant", [TextPart("It is 21 degrees and clear.")]),
+        Message("user", [ImagePart(data_url(PNG, "image/png")), TextPart("And the time?")]),
+        Message("assistant", [ToolCallPart("call_2", "get_time", "{}")]),
+        # Two results in a row: one user turn of two <tool_response> blocks.
+        Message("tool", [ToolResultPart("call_2", "15:04")]),
+        Message("tool", [ToolResultPart("call_3", "Europe/Paris")]),
+    ]
+)
+
+
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no-system"])
+def test_prompt_with_tools_equals_the_real_processor(
+    tiny: Tiny, processor: Any, system: bool
+) -> None:
+    conversation = TOOL_CONVERSATION
+    if not system:
+        conversation = Conversation(conversation.messages[1:])
+    tools = [WEATHER, CLOCK]
+    ours = tiny.prompts.build(conversation, AUDIO[:1], tools=tools)
+    text = processor.apply_chat_template(
+        _messages(conversation),
+        tools=[tool_schema(t) for t in tools],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    images = [Image.open(io.BytesIO(PNG))]
+    theirs = processor(text=text, images=images, audio=AUDIO[:1], return_tensors="pt")
+    assert ours.input_ids.tolist() == theirs["input_ids"].tolist(), "token ids differ"
+    assert ours.input_features is not None
+    assert torch.equal(ours.input_features, theirs["input_features"]), "audio features differ"
+    assert ours.pixel_values is not None
+    assert torch.equal(ours.pixel_values, theirs["pixel_values"]), "image pixels differ"
+    # The template really took the tool branches: the tools block opens the prompt, the calls
+    # and results are where Qwen's layout puts them, and the markers are single tokens.
+    opening = (
+        "<|im_start|>system\nYou are a helpful assistant.\n\n# Tools"
+        if system
+        else ("<|im_start|>system\n# Tools")
+    )
+    assert text.startswith(opening)
+    assert text.count("<|im_start|>system") == 1
+    assert '"description": "The weather in a city, now — «in °C»."' in text
+    assert (
+        'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}'
+        in text
+    )
+    assert "<|im_start|>assistant\n<tool_call>\n" in text
+    assert "</tool_response>\n<tool_response>\nEurope/Paris\n</tool_response><|im_end|>" in text
+    tokenizer = tiny.prompts.tokenizer
+    ids = ours.input_ids[0].tolist()
+    call_id = tokenizer.convert_tokens_to_ids("<tool_call>")
+    response_id = tokenizer.convert_tokens_to_ids("<tool_response>")
+    # Two in the tools block's instructions (<tool_call></tool_call> and the example), two calls.
+    assert ids.count(call_id) == 4 and ids.count(response_id) == 3
+
+
+def test_tool_parts_out_of_place_are_refused(tiny: Tiny) -> None:
+    call = ToolCallPart("c", "get_time", "{}")
+    for bad in (
+        Message("user", [call]),
+        Message("assistant", [ToolResultPart("c", "x")]),
+        Message("tool", [ImagePart(data_url(PNG, "image/png"))]),
+        Message("tool"),
+    ):
+        conversation = Conversation([Message("user", [TextPart("Hi")]), bad])
+        with pytest.raises(ContractError):
+            tiny.prompts.build(conversation, [], tools=[CLOCK])
 
 
 def test_layout_names_every_part(tiny: Tiny) -> None:

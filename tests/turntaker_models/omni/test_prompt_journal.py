@@ -10,7 +10,16 @@ import numpy as np
 
 from tests.turntaker_models.omni.conftest import Tiny
 from tests.turntaker_models.omni.images import image_url
-from turntaker_models.contract import AudioPart, Conversation, ImagePart, Message, TextPart
+from turntaker_models.contract import (
+    AudioPart,
+    Conversation,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
 from turntaker_models.omni.prompt_journal import PromptJournal, read_entries
 
 CONVERSATION = Conversation(
@@ -46,6 +55,32 @@ def test_entry_has_the_agreed_shape(tiny: Tiny, tmp_path: Path) -> None:
             {"role": "assistant", "parts": []},
         ],
     }
+
+
+def test_tool_parts_are_journaled(tiny: Tiny, tmp_path: Path) -> None:
+    conversation = Conversation(
+        [
+            Message("user", [TextPart("Time?")]),
+            Message("assistant", [TextPart("One moment."), ToolCallPart("c1", "now", "{}")]),
+            Message("tool", [ToolResultPart("c1", "15:04")]),
+        ]
+    )
+    prompt = tiny.prompts.build(conversation, [], tools=[ToolSpec("now")])
+    journal = PromptJournal(tmp_path / "prompts.jsonl")
+    journal.write("req-tools", prompt)
+    (entry,) = read_entries(journal.path, "req-tools")
+    assert entry["tokens"] == prompt.input_ids.shape[1]
+    assert entry["messages"] == [
+        {"role": "user", "parts": [{"type": "text", "text": "Time?"}]},
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "text": "One moment."},
+                {"type": "tool_call", "call_id": "c1", "name": "now", "arguments": "{}"},
+            ],
+        },
+        {"role": "tool", "parts": [{"type": "tool_result", "call_id": "c1", "output": "15:04"}]},
+    ]
 
 
 def test_concurrent_writers_never_interleave(tiny: Tiny, tmp_path: Path) -> None:

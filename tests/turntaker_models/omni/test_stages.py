@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,10 @@ class FakeReply:
     closed: bool = False
     error: str | None = None
 
-    def send(self, outputs: Mapping[str, npt.NDArray[Any]]) -> None:
+    def send(self, outputs: Mapping[str, npt.NDArray[Any]], final: bool = False) -> None:
         assert not self.closed, "send after the final flag"
         self.on_send(dict(outputs))
+        self.closed = self.closed or final
 
     def close(self) -> None:
         self.closed = True
@@ -68,6 +70,10 @@ class Chain:
     replies: list[FakeReply] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     audio: list[npt.NDArray[np.float32]] = field(default_factory=list)
+    # The TOOL_CALL of every response code2wav sent (b"" for none), and the T_KIND of every
+    # message the thinker sent, in order.
+    calls: list[bytes] = field(default_factory=list)
+    kinds: list[int] = field(default_factory=list)
 
     def _reply(self, on_send: Callable[[dict[str, npt.NDArray[Any]]], None]) -> FakeReply:
         reply = FakeReply(on_send)
@@ -80,11 +86,15 @@ class Chain:
             self.text.append(wire.read_text(outputs["TEXT_DELTA"]).decode())
             if outputs["AUDIO_CHUNK"].size:
                 self.audio.append(outputs["AUDIO_CHUNK"])
+            # Every response carries every output of the ensemble.
+            self.calls.append(wire.read_text(outputs["TOOL_CALL"]))
 
     def _to_code2wav(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
         self.code2wav.submit(outputs, self._reply(self._out))
 
     def _to_talker(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
+        with self.lock:
+            self.kinds.append(wire.read_int(outputs["T_KIND"]))
         self.talker.submit(outputs, self._reply(self._to_code2wav))
 
     def start(
@@ -120,9 +130,9 @@ class Chain:
         raise AssertionError(f"{open_replies} requests never got their final flag, {active} live")
 
 
-@pytest.fixture(scope="module")
-def chain(tiny: Tiny, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
-    root = tmp_path_factory.mktemp("stages")
+@contextmanager
+def open_chain(tiny: Tiny, root: Path) -> Iterator[Chain]:
+    """The three stages on the tiny weights, with a prompt journal, closed afterwards."""
     settings = ModelSettings(
         board_path=root / "board",
         cache_dir=root,
@@ -136,11 +146,19 @@ def chain(tiny: Tiny, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chai
         Code2WavStage(settings),
         CancelBoard.open(Path(settings.board_path)),
     )
-    yield stages
-    stages.thinker.close()
-    stages.talker.close()
-    stages.code2wav.close()
-    stages.board.close()
+    try:
+        yield stages
+    finally:
+        stages.thinker.close()
+        stages.talker.close()
+        stages.code2wav.close()
+        stages.board.close()
+
+
+@pytest.fixture(scope="module")
+def chain(tiny: Tiny, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+    with open_chain(tiny, tmp_path_factory.mktemp("stages")) as stages:
+        yield stages
 
 
 def _reset(chain: Chain) -> None:
@@ -148,6 +166,8 @@ def _reset(chain: Chain) -> None:
         chain.replies.clear()
         chain.text.clear()
         chain.audio.clear()
+        chain.calls.clear()
+        chain.kinds.clear()
 
 
 def test_every_request_closes_and_nothing_leaks(chain: Chain) -> None:
@@ -159,6 +179,13 @@ def test_every_request_closes_and_nothing_leaks(chain: Chain) -> None:
         assert "".join(chain.text)
         samples = sum(a.shape[0] for a in chain.audio)
         assert samples > 0 and (samples + 555) % 1920 == 0
+
+
+def test_every_ensemble_response_carries_an_empty_tool_call(chain: Chain) -> None:
+    _reset(chain)
+    chain.start("no-tools", GenerationParameters(max_tokens=6))
+    chain.wait_idle()
+    assert chain.calls and all(call == b"" for call in chain.calls)
 
 
 def test_text_only_passes_text_and_leaves_nothing(chain: Chain) -> None:
