@@ -8,7 +8,8 @@ What a user would notice:
   `parameters`, and nothing of the call is spoken;
 - the client's `function_call_output` and a `response.create` bring a spoken answer;
 - every event validates against the `openai` SDK's models;
-- a call cancelled before its arguments are complete ends once and never reaches the history.
+- a call cancelled, or barged in on by speech, before its arguments are complete ends once and
+  never reaches the history.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import threading
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pydantic
 from openai import OpenAI
 from openai.types.realtime import RealtimeServerEvent
 
 from orchestrator.service.serve import BackgroundServer
-from tests.service.realtime_client import RawSession, raw_session
+from tests.service.realtime_client import RawSession, flite_speech, raw_session, silence
 
 WEATHER = {
     "type": "function",
@@ -236,6 +238,42 @@ def test_a_call_cancelled_mid_arguments_ends_once_and_never_reaches_the_history(
         session.send({"type": "response.cancel"})
         done = session.until("response.done", timeout_s=30)
         assert done["response"]["id"] == rid and done["response"]["status"] == "cancelled"
+        session.drain(0.5)
+        after = session.events[session.events.index(done) + 1 :]
+        assert not [e for e in after if e["type"].startswith("response.function_call")]
+        assert [e["type"] for e in session.events].count("response.done") == 1
+        session.send({"type": "conversation.context.retrieve"})
+        context = session.until("conversation.context", timeout_s=10)
+        assert "function_call" not in [item.get("type") for item in context["items"]]
+
+
+def test_speech_during_a_call_barges_in_once_and_leaves_no_call_in_the_history(
+    realtime_server: BackgroundServer,
+) -> None:
+    with raw_session(realtime_server.url) as session:
+        _configure(session, "required", (NOTE,))
+        session.send(
+            {
+                "type": "session.update",
+                "session": {
+                    "type": "realtime",
+                    "audio": {
+                        "input": {
+                            "turn_detection": {"type": "server_vad", "create_response": False}
+                        }
+                    },
+                },
+            }
+        )
+        session.until("session.updated", timeout_s=10)
+        rid = _ask(session, "Write me a long note about the history of Paris.")
+        session.until("response.function_call_arguments.delta", timeout_s=60)
+        # The user speaks over the call (rule 1): server VAD barges in.
+        session.append(np.concatenate([flite_speech("Wait, stop that."), silence(0.8)]))
+        done = session.until("response.done", timeout_s=30)
+        assert done["response"]["id"] == rid
+        assert done["response"]["status"] == "cancelled"
+        assert done["response"]["status_details"]["reason"] == "turn_detected"
         session.drain(0.5)
         after = session.events[session.events.index(done) + 1 :]
         assert not [e for e in after if e["type"].startswith("response.function_call")]

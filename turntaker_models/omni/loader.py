@@ -28,7 +28,7 @@ from turntaker_models.settings import ModelSettings
 
 Stage = Literal["thinker", "talker", "code2wav"]
 # v3: the chat template lays tools out, and the tool-call markers are tokens.
-TINY_DIR_NAME = "tiny-omni-seed0-v3"
+TINY_DIR_NAME = "tiny-omni-seed0-v4"
 
 log = logging.getLogger("turntaker.omni")
 

@@ -342,6 +342,14 @@ class _Answer:
         text = self.detok.add(token, final)
         self.text_end += len(text)
         self.pending.append((token, self.text_end))
+        if not self.offered:
+            # No tools offered: there is no call to find (a `<tool_call>` the model writes
+            # anyway, as random weights do, is text like any other), and every token goes to
+            # the talker as it comes, as before tools existed.
+            every = [t for t, _ in self.pending]
+            self.pending.clear()
+            self.spoken_end = self.text_end
+            return text, every, []
         pieces = self.calls.feed(text) if text else []
         if final:
             pieces += self.calls.close()

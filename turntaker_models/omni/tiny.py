@@ -348,7 +348,13 @@ def _write(out_dir: Path, seed: int) -> None:
     tf: Any = transformers
     _train_tokenizer(out_dir)
     ids = _token_ids(out_dir)
-    config = tf.Qwen3OmniMoeConfig(**tiny_config_dict(ids))
+    # The model is drawn as it was before the tool-call tokens existed, and their rows are
+    # added last: every other weight stays what the seed always gave (random weights decide
+    # how long the talker speaks, which benchmarks and tests rely on).
+    vocab = ids["__vocab__"]
+    config = tf.Qwen3OmniMoeConfig(
+        **tiny_config_dict({**ids, "__vocab__": vocab - len(TOOL_TOKENS)})
+    )
     torch.manual_seed(seed)
     model = tf.Qwen3OmniMoeForConditionalGeneration(config).eval()
     # transformers 5.24 leaves the talker's fused expert tensors as torch.empty (whatever was
@@ -358,6 +364,11 @@ def _write(out_dir: Path, seed: int) -> None:
         for name, param in model.named_parameters():
             if ".experts." in name:
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
+        model.thinker.resize_token_embeddings(vocab, mean_resizing=False)
+        for matrix in (model.thinker.get_input_embeddings().weight, model.thinker.lm_head.weight):
+            rows = torch.randn((len(TOOL_TOKENS), matrix.shape[1]), generator=generator) * 0.02
+            matrix[vocab - len(TOOL_TOKENS) :] = rows
+    config.thinker_config.text_config.vocab_size = vocab
     model.save_pretrained(str(out_dir), safe_serialization=True)
     extractor = tf.WhisperFeatureExtractor(
         feature_size=config.thinker_config.audio_config.num_mel_bins,

@@ -202,13 +202,25 @@ def test_answer_splits_speech_talker_tokens_and_call(tiny: Tiny, offered: bool) 
 
 
 def test_answer_holds_a_token_that_may_start_a_call(tiny: Tiny) -> None:
-    # "<" might begin "<tool_call>": neither spoken nor given to the talker until it is not.
+    # With a tool offered, "<" might begin "<tool_call>": neither spoken nor given to the
+    # talker until it is not.
     tokenizer = tiny.prompts.tokenizer
-    answer = _Answer(tokenizer, [])
+    answer = _Answer(tokenizer, ["get_weather"])
     (less,) = tokenizer.encode("<", add_special_tokens=False)
     assert answer.push(less, False) == ("", [], [])
     text, released, _ = answer.push(tokenizer.encode("b", add_special_tokens=False)[0], False)
     assert text == "<b" and len(released) == 2
+
+
+def test_with_no_tool_offered_every_token_goes_to_the_talker_at_once(tiny: Tiny) -> None:
+    # No call can be made, so nothing is held: the talker hears each token as before tools.
+    tokenizer = tiny.prompts.tokenizer
+    answer = _Answer(tokenizer, [])
+    (less,) = tokenizer.encode("<", add_special_tokens=False)
+    assert answer.push(less, False) == ("<", [less], [])
+    (call,) = tokenizer.encode("<tool_call>", add_special_tokens=False)
+    text, released, calls = answer.push(call, False)
+    assert text == "<tool_call>" and released == [call] and calls == []
 
 
 def test_speech_then_a_call_speaks_only_the_speech(tiny: Tiny, chain: Chain) -> None:
