@@ -24,8 +24,8 @@ import re
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from msgspec import UNSET, Meta
 
 from .errors import InvalidInput

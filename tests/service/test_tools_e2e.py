@@ -27,7 +27,7 @@ from openai.types.realtime import RealtimeServerEvent
 from orchestrator.service.serve import BackgroundServer
 from tests.service.realtime_client import RawSession, flite_speech, raw_session, silence
 
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "type": "function",
     "name": "get_weather",
     "description": "Get the current weather in a city.",
@@ -46,7 +46,7 @@ QUESTION = "What is the weather like in Paris right now?"
 # after its first delta surely lands mid-arguments.
 # Random (tiny) weights never end a string by themselves: bounded strings let the grammar end
 # them, so the call completes within max_output_tokens.
-BOUNDED_WEATHER = {
+BOUNDED_WEATHER: dict[str, Any] = {
     **WEATHER,
     "parameters": {
         "type": "object",
@@ -58,7 +58,7 @@ BOUNDED_WEATHER = {
         "additionalProperties": False,
     },
 }
-NOTE = {
+NOTE: dict[str, Any] = {
     "type": "function",
     "name": "save_note",
     "description": "Save a long note for the user.",
