@@ -49,7 +49,7 @@ from bench import report
 from bench.drop_checks import Tally
 from bench.drop_clients import KINDS, Timing, run_slot, warm_up
 from bench.load import DOCS, ServerProcess, triton
-from bench.soak import FD_SLACK, RSS_DRIFT_LIMIT
+from bench.soak import FD_SLACK, RSS_DRIFT_LIMIT, leaks
 
 HEADING = "## Drop soak"
 DOC = DOCS / "reliability.md"
@@ -118,11 +118,7 @@ class DropSoak:
         found = self.tally.failed()
         if self.memory_judged and self.rss_drift > RSS_DRIFT_LIMIT:
             found.append(f"RSS grew {self.rss_drift * 100:.1f}% over the warm checkpoints")
-        if self.fd_growth > FD_SLACK:
-            found.append(f"{self.fd_growth} file descriptors more than at the start")
-        for name, value in self.end.items():
-            if value:
-                found.append(f"{name} = {value:g} after every session closed")
+        found += leaks(self.fd_growth, self.end)
         resumed = self.resumes_by_outcome.get("resumed", 0.0)
         if resumed != sum(self.tally.resumes.values()):
             found.append(

@@ -17,6 +17,7 @@ import asyncio
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,12 +69,21 @@ class Soak:
         found = []
         if self.interruption_drift > RSS_DRIFT_LIMIT:
             found.append(f"RSS grew {self.interruption_drift * 100:.1f}% over the interruptions")
-        if self.fd_growth > FD_SLACK:
-            found.append(f"{self.fd_growth} file descriptors more than at the start")
-        for name, value in self.open_after.items():
-            if value:
-                found.append(f"{name} = {value} after every session closed")
-        return found
+        return found + leaks(self.fd_growth, self.open_after)
+
+
+def leaks(fd_growth: int, left_open: Mapping[str, float]) -> list[str]:
+    """What a server still holds after every session closed: descriptors beyond the slack,
+    and any gauge (sessions, streams, ...) not back to zero. Shared by bench/drop_soak.py."""
+    found = []
+    if fd_growth > FD_SLACK:
+        found.append(f"{fd_growth} file descriptors more than at the start")
+    found += [
+        f"{name} = {value:g} after every session closed"
+        for name, value in left_open.items()
+        if value
+    ]
+    return found
 
 
 def _metric(http_url: str, name: str) -> float:
