@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from orchestrator.protocol import client as ce
+from orchestrator.service.config import ServiceConfig
 from orchestrator.service.outbox import Item, Outbox
 from orchestrator.session_link import ResumeFailed, resume_failed
 
@@ -50,6 +51,11 @@ class SessionEnd:
 
 
 class Connection:
+    @classmethod
+    def bounded(cls, config: ServiceConfig, resume: ResumeHandler | None = None) -> Connection:
+        """A connection whose outbox has the configured bounds (`send_queue`, `_bytes`)."""
+        return cls(Outbox(config.send_queue, config.send_queue_bytes), resume)
+
     def __init__(self, outbox: Outbox, resume: ResumeHandler | None = None) -> None:
         self.outbox = outbox
         self.actor: SessionActor | None = None

@@ -58,7 +58,6 @@ from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event,
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.connection import Connection, SessionEnd
-from orchestrator.service.outbox import Outbox
 from orchestrator.service.response_actor import ResponseActor
 from orchestrator.service.session_metrics import SessionMetrics
 from orchestrator.service.session_services import AppendBudget, SessionServices
@@ -143,7 +142,7 @@ class SessionActor:
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
         self.link = SessionLink(session_id, identity, config.resume_journal_bytes)
         if connection is None:
-            connection = Connection(Outbox(config.send_queue, config.send_queue_bytes))
+            connection = Connection.bounded(config)
         connection.actor = self
         self._first_connection = connection
         # The connection carrying the session now; None while detached (or ended).

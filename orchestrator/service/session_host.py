@@ -23,7 +23,6 @@ from orchestrator.protocol import client as ce
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.connection import Connection
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.outbox import Outbox
 from orchestrator.service.session_actor import SessionActor
 from orchestrator.service.session_services import AppendBudget, SessionServices
 from orchestrator.session_link import ResumeFailed, refuse_unknown, resume_failed
@@ -56,8 +55,7 @@ class SessionHost:
         )
 
     def new_connection(self) -> Connection:
-        config = self.config
-        return Connection(Outbox(config.send_queue, config.send_queue_bytes), self.resume)
+        return Connection.bounded(self.config, self.resume)
 
     def open(
         self,
