@@ -140,6 +140,18 @@ def _the_call(events: list[dict[str, Any]], tool: dict[str, Any] = WEATHER) -> d
     return {"call_id": item["call_id"], "item_id": item["id"], "arguments": arguments}
 
 
+def _assert_the_cut_call_is_gone(session: RawSession, done: dict[str, Any]) -> None:
+    """After a call's terminal: no piece of it comes later (rule 2), it had one terminal
+    (rule 3), and the history holds no call (a cut call never reaches it)."""
+    session.drain(0.5)
+    after = session.events[session.events.index(done) + 1 :]
+    assert not [e for e in after if e["type"].startswith("response.function_call")]
+    assert [e["type"] for e in session.events].count("response.done") == 1
+    session.send({"type": "conversation.context.retrieve"})
+    context = session.until("conversation.context", timeout_s=10)
+    assert "function_call" not in [item.get("type") for item in context["items"]]
+
+
 def test_a_required_call_validates_and_its_output_brings_a_spoken_answer(
     realtime_server: BackgroundServer,
 ) -> None:
@@ -238,13 +250,7 @@ def test_a_call_cancelled_mid_arguments_ends_once_and_never_reaches_the_history(
         session.send({"type": "response.cancel"})
         done = session.until("response.done", timeout_s=30)
         assert done["response"]["id"] == rid and done["response"]["status"] == "cancelled"
-        session.drain(0.5)
-        after = session.events[session.events.index(done) + 1 :]
-        assert not [e for e in after if e["type"].startswith("response.function_call")]
-        assert [e["type"] for e in session.events].count("response.done") == 1
-        session.send({"type": "conversation.context.retrieve"})
-        context = session.until("conversation.context", timeout_s=10)
-        assert "function_call" not in [item.get("type") for item in context["items"]]
+        _assert_the_cut_call_is_gone(session, done)
 
 
 def test_speech_during_a_call_barges_in_once_and_leaves_no_call_in_the_history(
@@ -274,10 +280,4 @@ def test_speech_during_a_call_barges_in_once_and_leaves_no_call_in_the_history(
         assert done["response"]["id"] == rid
         assert done["response"]["status"] == "cancelled"
         assert done["response"]["status_details"]["reason"] == "turn_detected"
-        session.drain(0.5)
-        after = session.events[session.events.index(done) + 1 :]
-        assert not [e for e in after if e["type"].startswith("response.function_call")]
-        assert [e["type"] for e in session.events].count("response.done") == 1
-        session.send({"type": "conversation.context.retrieve"})
-        context = session.until("conversation.context", timeout_s=10)
-        assert "function_call" not in [item.get("type") for item in context["items"]]
+        _assert_the_cut_call_is_gone(session, done)
