@@ -108,15 +108,20 @@ class SessionLink:
 
     @property
     def attached(self) -> bool:
-        return "attached" in self.chart.active
+        return self._state() == "attached"
 
     @property
     def detached(self) -> bool:
-        return "detached" in self.chart.active
+        return self._state() == "detached"
 
     @property
     def ended(self) -> bool:
-        return "ended" in self.chart.active
+        return self._state() == "ended"
+
+    def _state(self) -> str:
+        # The chart has one region: its one active state. Read raw, not through `active` (a
+        # new frozenset per call), since `record` asks for every event the session sends.
+        return str(next(iter(self.chart.configuration_values)))
 
     @property
     def last_seq(self) -> int:
@@ -129,9 +134,10 @@ class SessionLink:
 
     def record(self, seq: int, text: str) -> list[Effect]:
         """Journals event `seq`; an overflow while detached ends the session (rule 2)."""
-        if self.ended:
+        state = self._state()
+        if state == "ended":
             return []  # its last events, on the way out: nobody can resume to read them
-        protect = self._delivered if self.detached else None
+        protect = self._delivered if state == "detached" else None
         if self.journal.append(seq, text, protect_after=protect):
             return []
         return self.chart.handle("overflow")
