@@ -226,6 +226,9 @@ def test_scripted_pause_and_resume_play_on_from_the_same_sample(
     # comes), while and after the pause.
     before, burst, during, after = 15, 5, 10, 15
     paused_at: dict[str, float] = {}
+    # The resume waits until the test has read the paused state off the page: on a loaded
+    # machine the page can take longer than the 0.5 s pause to be polled.
+    paused_seen = threading.Event()
 
     def script(server: ScriptedServer, conn: ServerConnection) -> None:
         td = _open_session(server, conn)
@@ -238,6 +241,7 @@ def test_scripted_pause_and_resume_play_on_from_the_same_sample(
         # The server keeps streaming the paused answer; the page must queue it, not play it.
         _deltas(server, conn, rid, before + burst, during)
         time.sleep(0.5)
+        paused_seen.wait(20)
         server.send(
             conn,
             {
@@ -281,6 +285,7 @@ def test_scripted_pause_and_resume_play_on_from_the_same_sample(
         # The paused state is on the page, where the user looks.
         assert page.inner_text("#playback-state") == "paused"
         assert "paused" in page.eval_on_selector("#playback-state", "e => e.className")
+        paused_seen.set()
         _wait(
             page,
             "window.turntaker.acks.some(a => a.response_id === 'resp_1')",
