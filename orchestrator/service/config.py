@@ -74,6 +74,10 @@ class ServiceConfig:
     # session ids carry it (`sess_<route_id>_<hex>`) so that a resume's `?session_id=` can be
     # routed back to the process holding the session (deploy/nginx.conf). Letters and digits.
     route_id: str = ""
+    # `turntaker serve --workers N`: a worker that dies is started again after this long,
+    # doubling (to 30 s) while it keeps dying within a minute of its start
+    # (orchestrator/service/respawn.py); 0: a dead worker stays dead, nginx routes around it.
+    worker_respawn_s: float = 1.0
     # On SIGTERM (or `BackgroundServer.drain()`): how long open sessions get to receive their
     # closing events and close (1001) before the server cancels whatever is left and exits.
     drain_timeout_s: float = 10.0
@@ -103,11 +107,19 @@ class ServiceConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if self.route_id and not self.route_id.isalnum():
             raise ValueError(f"route_id must be letters and digits, got {self.route_id!r}")
+        if not 0 <= self.worker_respawn_s <= RESPAWN_MAX_S:
+            raise ValueError(
+                f"worker_respawn_s must be 0 (off) to {RESPAWN_MAX_S:.0f}, "
+                f"got {self.worker_respawn_s!r}"
+            )
 
     @property
     def local_triton(self) -> bool:
         return not self.triton_urls
 
+
+# The longest wait between a dead worker's respawns (respawn.py doubles up to it).
+RESPAWN_MAX_S = 30.0
 
 # Deadlines: zero or a negative value would fail every request, or end every session, at once.
 _POSITIVE = (

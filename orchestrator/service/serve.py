@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="N > 1: N realtime processes behind nginx on --port, sharing one Triton "
         "(deploy/nginx.conf)",
     )
+    parser.add_argument(
+        "--worker-respawn-s",
+        type=float,
+        help="with --workers: restart a dead worker after this long, doubling to 30 s while "
+        "it keeps dying (0: never); default 1",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
@@ -89,6 +95,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         "max_sessions_per_key": args.max_sessions_per_key,
         "append_bytes_per_s_per_key": args.append_bytes_per_s_per_key,
         "route_id": args.route_id,
+        "worker_respawn_s": args.worker_respawn_s,
     }
     return load_config(file=args.config, overrides=overrides)
 

@@ -20,10 +20,14 @@ Rules:
    into a fresh temporary prefix folder, answers through itself within `NGINX_START_S`. Any
    failure stops whatever was started and exits 1. A line `turntaker serve: worker <route>
    pid <pid> on <host>:<port>` names each worker as it starts.
-6. A worker that dies is reported on stderr and not respawned: nginx routes around it
-   (max_fails=1); its sessions are lost, and their resumes get a fresh session on a live
-   worker. When the last worker dies, or nginx, or the local Triton, everything is stopped
-   and the supervisor exits 1.
+6. A worker that dies is reported on stderr, and nginx routes around it (max_fails=1); its
+   sessions are lost, and their resumes get a fresh session on a live worker. It is started
+   again on its port and route id after `worker_respawn_s`, backing off while it keeps dying
+   (respawn.py), and is not waited for: nginx finds its port refusing until it listens. With
+   `worker_respawn_s = 0` it stays dead, and when the last worker is dead everything is
+   stopped and the supervisor exits 1; so it does when nginx or the local Triton dies.
+   A worker that stops answering `/healthz` (stopped, wedged: it keeps its port, so nginx
+   would go on handing it sessions) is SIGKILLed (liveness.py), and so met as a dead one.
 7. SIGTERM or Ctrl-C: every worker gets SIGTERM and drains (`drain_timeout_s`) while nginx
    still carries their closing events; a worker still there `STOP_MARGIN_S` after that is
    killed. Then nginx is stopped, then Triton; exit 0. Further signals during the (bounded)
@@ -31,31 +35,27 @@ Rules:
    their default actions, as for plain `turntaker serve`: Triton follows the supervisor out
    by its parent-death signal.
 8. The pure parts (route ids, ports, a worker's command line; the nginx config in
-   nginx_conf.py) are plain functions; the rest is process plumbing.
+   nginx_conf.py; the respawn schedule in respawn.py) are plain functions and values; the
+   process plumbing is in processes.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
-from orchestrator.service.config import ServiceConfig
+from orchestrator.service.config import RESPAWN_MAX_S, ServiceConfig
+from orchestrator.service.liveness import Liveness, LivenessPolicy
 from orchestrator.service.nginx_conf import (
     Backend,
     bracket_host,
@@ -63,6 +63,20 @@ from orchestrator.service.nginx_conf import (
     read_template,
     render_nginx_conf,
 )
+from orchestrator.service.processes import (
+    POLL_S,
+    Signals,
+    StartFailed,
+    exit_status,
+    http_status,
+    port_free,
+    raise_open_files,
+    spawn,
+    tail,
+    wait_or_kill,
+    wait_up,
+)
+from orchestrator.service.respawn import RespawnPolicy, RespawnSchedule
 from orchestrator.service.serve import access_settings, config_from_args, local_triton
 from orchestrator.triton.launcher import TritonServer
 
@@ -73,8 +87,8 @@ NGINX_START_S = 10.0
 # Past a worker's own drain deadline: its loop's teardown and exit.
 STOP_MARGIN_S = 5.0
 NGINX_STOP_S = 5.0
-POLL_S = 0.1
-_PR_SET_PDEATHSIG = 1
+# How a running worker is told from a hung one (liveness.py); its start gets WORKER_START_S.
+LIVENESS = LivenessPolicy(start_s=WORKER_START_S)
 
 
 def route_ids(count: int, prefix: str = "") -> list[str]:
@@ -128,46 +142,23 @@ def dial_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
-class StartFailed(RuntimeError):
-    """A worker or nginx did not come up; the message says which and why."""
-
-
-# What signal.signal takes and returns: a function, SIG_DFL/SIG_IGN, or None (not set from
-# Python).
-_Handler = Callable[[int, FrameType | None], Any] | int | None
-
-
-class _Signals:
-    """SIGTERM and SIGINT set `received` (the watch loop polls it); later ones are ignored,
-    since the shutdown they would interrupt is bounded anyway."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous: dict[int, _Handler] = {}
-
-    def __enter__(self) -> _Signals:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if self.received is None:
-            self.received = signum
-            print(f"turntaker serve: {name}: stopping the workers (they drain)", flush=True)
-        else:
-            print(f"turntaker serve: {name} ignored: already stopping", flush=True)
-
-
 @dataclass
 class _Worker:
     backend: Backend
+    command: list[str]
     process: subprocess.Popen[bytes]
-    reported: bool = False
+    schedule: RespawnSchedule
+    liveness: Liveness
+    alive: bool = True
+    # The `/healthz` probe in flight (a thread's, so that a hung worker holds up nothing).
+    probe: Future[int | None] | None = None
+
+    def announce(self, how: str = "") -> None:
+        print(
+            f"turntaker serve: worker {self.backend.route_id} pid {self.process.pid} "
+            f"on {self.backend.address}{how}",
+            flush=True,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,13 +177,13 @@ def run(args: argparse.Namespace) -> int:
     if nginx is None:
         print("turntaker serve: nginx not found (apt-get install nginx)", file=sys.stderr)
         return 1
-    busy = [f"{config.host}:{config.port}"] if not _port_free(config.host, config.port) else []
-    busy += [f"{WORKER_HOST}:{p}" for p in ports if not _port_free(WORKER_HOST, p)]
+    busy = [f"{config.host}:{config.port}"] if not port_free(config.host, config.port) else []
+    busy += [f"{WORKER_HOST}:{p}" for p in ports if not port_free(WORKER_HOST, p)]
     if busy:
         print(f"turntaker serve: ports in use: {', '.join(busy)}", file=sys.stderr, flush=True)
         return 1
     backends = [Backend(r, WORKER_HOST, p) for r, p in zip(routes, ports, strict=True)]
-    connections = _raise_open_files()
+    connections = raise_open_files()
     plan = _Plan(config, args, backends, nginx, template, loopback_only, connections)
     if config.local_triton:
         with local_triton(config) as server:
@@ -218,29 +209,29 @@ def _supervise(plan: _Plan, triton_urls: Sequence[str], triton: TritonServer | N
     workers: list[_Worker] = []
     nginx: subprocess.Popen[bytes] | None = None
     prefix = Path(tempfile.mkdtemp(prefix="turntaker-nginx-"))
-    with _Signals() as signals:
+    policy = RespawnPolicy(first_s=plan.config.worker_respawn_s, max_s=RESPAWN_MAX_S)
+    with Signals() as signals:
         try:
             for backend in plan.backends:
                 command = worker_command(
                     plan.args, python=sys.executable, backend=backend, triton_urls=triton_urls
                 )
-                worker = _Worker(backend, _spawn(command))
+                now = time.monotonic()
+                schedule = RespawnSchedule(policy, now)
+                process = spawn(command)
+                worker = _Worker(backend, command, process, schedule, Liveness(LIVENESS, now))
                 workers.append(worker)
-                print(
-                    f"turntaker serve: worker {backend.route_id} pid {worker.process.pid} "
-                    f"on {backend.address}",
-                    flush=True,
-                )
+                worker.announce()
             for worker in workers:
                 url = f"http://{worker.backend.address}/healthz"
                 what = f"worker {worker.backend.route_id}"
-                _wait_up(what, url, worker.process, WORKER_START_S, signals, ok={200})
+                wait_up(what, url, worker.process, WORKER_START_S, signals, ok={200})
             if signals.received is not None:
                 return 0
             nginx = _start_nginx(plan, prefix)
             url = f"http://{bracket_host(dial_host(plan.config.host))}:{plan.config.port}/healthz"
             # Any answer from nginx will do (a 403: a non-loopback listen address without keys).
-            _wait_up("nginx", url, nginx, NGINX_START_S, signals, ok=None)
+            wait_up("nginx", url, nginx, NGINX_START_S, signals, ok=None)
             if signals.received is not None:
                 return 0
             host, port = bracket_host(plan.config.host), plan.config.port
@@ -250,9 +241,9 @@ def _supervise(plan: _Plan, triton_urls: Sequence[str], triton: TritonServer | N
                 "Ctrl-C stops",
                 flush=True,
             )
-            return _watch(workers, nginx, triton, signals, prefix)
+            return _watch(workers, nginx, triton, signals, prefix, policy)
         except StartFailed as error:
-            log = _tail(prefix / "error.log") if nginx is not None else ""
+            log = tail(prefix / "error.log") if nginx is not None else ""
             print(f"turntaker serve: {error}{log}", file=sys.stderr, flush=True)
             return 1
         finally:
@@ -279,7 +270,7 @@ def _start_nginx(plan: _Plan, prefix: Path) -> subprocess.Popen[bytes]:
     command = [str(plan.nginx), "-p", f"{prefix}/", "-c", str(conf)]
     # -e: even the messages before the config is read go to the prefix, not /var/log.
     command += ["-e", str(prefix / "error.log"), "-g", "daemon off;"]
-    process = _spawn(command, stdout=subprocess.DEVNULL)
+    process = spawn(command, stdout=subprocess.DEVNULL)
     print(
         f"turntaker serve: nginx pid {process.pid} on {bracket_host(plan.config.host)}:"
         f"{plan.config.port} (config {conf})",
@@ -292,32 +283,39 @@ def _watch(
     workers: list[_Worker],
     nginx: subprocess.Popen[bytes],
     triton: TritonServer | None,
-    signals: _Signals,
+    signals: Signals,
     prefix: Path,
+    policy: RespawnPolicy,
 ) -> int:
-    """Until a signal (0) or a fatal death (1); a worker's death alone is reported (rule 6)."""
+    """Until a signal (0) or a fatal death (1); a worker's death alone is not (rule 6)."""
+    probes = ThreadPoolExecutor(max_workers=len(workers), thread_name_prefix="healthz")
+    try:
+        return _watch_loop(workers, nginx, triton, signals, prefix, policy, probes)
+    finally:
+        # A probe of a hung worker ends by its own timeout; nothing waits for it.
+        probes.shutdown(wait=False, cancel_futures=True)
+
+
+def _watch_loop(
+    workers: list[_Worker],
+    nginx: subprocess.Popen[bytes],
+    triton: TritonServer | None,
+    signals: Signals,
+    prefix: Path,
+    policy: RespawnPolicy,
+    probes: ThreadPoolExecutor,
+) -> int:
     while signals.received is None:
         for worker in workers:
-            code = worker.process.poll()
-            if code is not None and not worker.reported:
-                worker.reported = True
-                left = sum(not w.reported for w in workers)
-                print(
-                    f"turntaker serve: WORKER {worker.backend.route_id} (pid "
-                    f"{worker.process.pid}) DIED: {_exit_status(code)}; its sessions are "
-                    f"lost; nginx routes around it; not respawned ({left} of {len(workers)} "
-                    "left)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        if all(w.reported for w in workers):
+            _tend(worker, workers, time.monotonic(), probes)
+        if not policy.enabled and not any(w.alive for w in workers):
             print("turntaker serve: every worker is dead", file=sys.stderr, flush=True)
             return 1
         code = nginx.poll()
         if code is not None:
-            log = _tail(prefix / "error.log")
+            log = tail(prefix / "error.log")
             print(
-                f"turntaker serve: NGINX DIED: {_exit_status(code)}{log}",
+                f"turntaker serve: NGINX DIED: {exit_status(code)}{log}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -329,6 +327,63 @@ def _watch(
     return 0
 
 
+def _tend(worker: _Worker, workers: list[_Worker], now: float, probes: ThreadPoolExecutor) -> None:
+    """Probes a running worker (killing a hung one), reports a death, and starts a dead
+    worker again when its schedule says (rule 6)."""
+    if worker.alive:
+        code = worker.process.poll()
+        if code is None:
+            _probe(worker, now, probes)
+            return
+        worker.alive = False
+        worker.probe = None
+        delay = worker.schedule.died(now)
+        left = sum(w.alive for w in workers)
+        then = "not respawned" if delay is None else f"respawning in {delay:g} s"
+        print(
+            f"turntaker serve: WORKER {worker.backend.route_id} (pid {worker.process.pid}) "
+            f"DIED: {exit_status(code)}; its sessions are lost; nginx routes around it; "
+            f"{then} ({left} of {len(workers)} up)",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif worker.schedule.due(now):
+        # Not waited for: until it listens nginx finds its port refusing and uses the others.
+        worker.process = spawn(worker.command)
+        worker.schedule.started(now)
+        worker.liveness = Liveness(LIVENESS, now)
+        worker.alive = True
+        worker.announce(f" (respawned after {worker.schedule.deaths} death(s))")
+
+
+def _probe(worker: _Worker, now: float, probes: ThreadPoolExecutor) -> None:
+    """liveness.py's rules carried out: one probe at a time; a hung worker is SIGKILLed, and
+    its death is then met as any other."""
+    if worker.probe is not None:
+        if not worker.probe.done():
+            return
+        status, worker.probe = worker.probe.result(), None
+        hung = worker.liveness.answered(time.monotonic(), ok=status == 200)
+    else:
+        hung = worker.liveness.start_overdue(now)
+        if not hung and worker.liveness.probe_due(now):
+            url = f"http://{worker.backend.address}/healthz"
+            worker.probe = probes.submit(http_status, url, LIVENESS.timeout_s)
+    if hung:
+        why = (
+            f"no /healthz answer {worker.liveness.missed} times in a row"
+            if worker.liveness.up
+            else f"no /healthz answer within {LIVENESS.start_s:.0f} s of its start"
+        )
+        print(
+            f"turntaker serve: WORKER {worker.backend.route_id} (pid {worker.process.pid}) "
+            f"HUNG: {why}: killing it",
+            file=sys.stderr,
+            flush=True,
+        )
+        worker.process.kill()
+
+
 def _stop_all(
     workers: list[_Worker], nginx: subprocess.Popen[bytes] | None, drain_s: float
 ) -> None:
@@ -338,7 +393,7 @@ def _stop_all(
         worker.process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + drain_s + STOP_MARGIN_S
     for worker in live:
-        if not _wait_or_kill(worker.process, deadline - time.monotonic()):
+        if not wait_or_kill(worker.process, deadline - time.monotonic()):
             print(
                 f"turntaker serve: worker {worker.backend.route_id} did not stop in time: killed",
                 file=sys.stderr,
@@ -349,120 +404,8 @@ def _stop_all(
     if nginx is not None and nginx.poll() is None:
         # TERM: nginx's fast shutdown; the sessions it carried are over already.
         nginx.send_signal(signal.SIGTERM)
-        _wait_or_kill(nginx, NGINX_STOP_S)
+        wait_or_kill(nginx, NGINX_STOP_S)
         print("turntaker serve: nginx stopped", flush=True)
-
-
-def _wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    """Whether it exited by itself within `timeout_s`; else its whole group is killed."""
-    try:
-        process.wait(timeout=max(timeout_s, 0.0))
-        return True
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # its own group: nginx's workers too
-        except ProcessLookupError:
-            pass
-        process.wait()
-        return False
-
-
-def _wait_up(
-    what: str,
-    url: str,
-    process: subprocess.Popen[bytes],
-    timeout_s: float,
-    signals: _Signals,
-    ok: set[int] | None,
-) -> None:
-    """Until `url` answers (with a status in `ok`; None: any), or a stop signal came."""
-    deadline = time.monotonic() + timeout_s
-    while signals.received is None:
-        code = process.poll()
-        if code is not None:
-            raise StartFailed(f"{what} exited during start-up: {_exit_status(code)}")
-        status = _http_status(url)
-        if status is not None and (ok is None or status in ok):
-            return
-        if time.monotonic() > deadline:
-            raise StartFailed(f"{what} did not answer {url} within {timeout_s:.0f} s")
-        time.sleep(POLL_S)
-
-
-def _http_status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as response:
-            status: int = response.status
-            return status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except (OSError, ValueError):
-        return None
-
-
-def _spawn(command: list[str], *, stdout: int | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout,
-        # Own group: Ctrl-C reaches only the supervisor, which stops the children in order.
-        process_group=0,
-        preexec_fn=_die_with_parent,
-    )
-
-
-def _die_with_parent() -> None:
-    # Between fork and exec: SIGTERM when the supervisor's main thread (which forks every
-    # child) ends, however it ends.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-
-def _port_free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        # As the servers themselves bind: connections left in TIME_WAIT do not count.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _raise_open_files() -> int:
-    """Lifts this process's open-files limit to its hard limit (the children inherit it:
-    every session is a socket in a worker and two in nginx); returns nginx's
-    worker_connections for it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    cap = 65536
-    target = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (OSError, ValueError):
-            pass
-    limit = cap if soft == resource.RLIM_INFINITY else min(soft, cap)
-    # Room for the listener, the logs and nginx's own files.
-    return max(limit - 64, 256)
-
-
-def _exit_status(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _tail(path: Path, chars: int = 2000) -> str:
-    try:
-        text = path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return ""
-    return f"\n{path}:\n{text}" if text else ""
 
 
 __all__ = [

@@ -360,6 +360,51 @@ def test_the_page_retries_while_unreachable_and_disconnect_ends_the_session(
     )
 
 
+def test_disconnect_while_the_socket_is_down_still_ends_the_session(
+    realtime_server: BackgroundServer, proxy: TcpProxy, open_page: Opener, tmp_path: Path
+) -> None:
+    wav = write_wav(tmp_path / "mic.wav", silence(2))
+    page = _open(open_page, proxy, wav, Wire())
+    session_id, token = page.evaluate(
+        "[window.turntaker.resume.sessionId, window.turntaker.resume.token]"
+    )
+    # A long first wait: the user presses Disconnect before the page has dialled again.
+    page.evaluate("window.turntaker.backoff = {firstMs: 5000, maxMs: 5000, jitter: 0}")
+    proxy.cut()
+    _wait(page, "window.turntaker.state === 'reconnecting…'", "the page shows it reconnecting", 5)
+    page.click("#disconnect")
+    _wait(page, "window.turntaker.state === 'disconnected'", "Disconnect disconnects", 5)
+    # Without a socket there is no close frame to send: the page resumes the session on a
+    # socket of its own only to close it with 1000, rather than leave it to its 30 s grace.
+    _wait(
+        page,
+        "window.turntaker.farewell && window.turntaker.farewell.outcome === 'ended'",
+        "Disconnect while down ends the session the server kept for its grace",
+        10,
+    )
+    assert page.is_enabled("#connect") and page.is_disabled("#disconnect")
+    # The farewell's resume rotated the token: the new one would resume a session still held.
+    token = page.evaluate("window.turntaker.farewell.token")
+    assert token
+    with connect(realtime_server.url + f"?session_id={session_id}", open_timeout=10) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
+        ws.send(
+            json.dumps(
+                {
+                    "type": "session.resume",
+                    "session_id": session_id,
+                    "resume_token": token,
+                    "last_server_event_seq": 0,
+                }
+            )
+        )
+        answer = json.loads(ws.recv(timeout=10))
+    assert answer["type"] == "error", answer
+    assert answer["error"]["code"] == "session_resume_failed", (
+        f"the session must be over, not waiting out its grace: {answer}"
+    )
+
+
 def test_the_page_gives_up_after_the_grace_and_stops_its_audio(
     realtime_server: BackgroundServer, proxy: TcpProxy, open_page: Opener, tmp_path: Path
 ) -> None:

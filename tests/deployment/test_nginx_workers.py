@@ -8,6 +8,11 @@ What a user would notice:
 - the HTTP endpoints and the page answer through nginx;
 - after a SIGKILL of w1, `?session_id=sess_w1_...` lands on w0 and gets a working session,
   and the sessions open on w0 go on answering;
+- a hung (SIGSTOPped) worker is SIGKILLed once it stops answering `/healthz`, its client's
+  socket is cut, and it is respawned;
+- a killed worker is started again (after `--worker-respawn-s`) on its port and route id: it
+  answers, a resume of a session the old process held gets `session_resume_failed` and a
+  working fresh session there, and new sessions reach it again;
 - SIGTERM to the supervisor: open sessions get their closing events through nginx, and the
   workers, nginx and every port are gone within a bounded time.
 
@@ -32,12 +37,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestrator.service.nginx_conf import Backend, find_nginx, read_template, render_nginx_conf
+from orchestrator.service.nginx_conf import (
+    FAIL_TIMEOUT_S,
+    Backend,
+    find_nginx,
+    read_template,
+    render_nginx_conf,
+)
 from orchestrator.triton import TritonServer
 from tests.conftest import REPO_ROOT, free_port
 from tests.service.realtime_client import RawSession, raw_session
 from tests.service.test_conversation_e2e import _ask_text, _manual
 from tests.service.test_reliability_e2e import _closed
+from tests.service.test_resume_e2e import _resume
 
 pytestmark = pytest.mark.skipif(
     not (REPO_ROOT / "model_repository" / "null").is_dir(), reason="no `null` model"
@@ -45,6 +57,8 @@ pytestmark = pytest.mark.skipif(
 
 DRAIN_S = 4
 START_S = 60.0
+# The longest respawn delay there is: longer than any test here takes after a kill.
+LATE_RESPAWN_S = 30.0
 _WORKER = re.compile(r"turntaker serve: worker (\w+) pid (\d+) on ([\d.]+):(\d+)")
 _NGINX = re.compile(r"turntaker serve: nginx pid (\d+) on ")
 _READY = "workers behind nginx"
@@ -119,10 +133,13 @@ def _gone(pid: int) -> bool:
 
 
 @contextmanager
-def _cluster(triton: TritonServer) -> Iterator[Cluster]:
+def _cluster(triton: TritonServer, *, respawn_s: float = LATE_RESPAWN_S) -> Iterator[Cluster]:
+    """By default a killed worker stays down for the test's length (respawned only after
+    `LATE_RESPAWN_S`): what is checked is how nginx routes around a dead one."""
     port = _consecutive_free_ports(3)
     command = [sys.executable, "-m", "orchestrator.cli", "serve", "--workers", "2"]
     command += ["--pipeline", "null", "--triton-url", triton.grpc_url, "--port", str(port)]
+    command += ["--worker-respawn-s", str(respawn_s)]
     env = {**os.environ, "TURNTAKER_DRAIN_TIMEOUT_S": str(DRAIN_S), "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -242,6 +259,70 @@ def test_a_killed_worker_resumes_land_on_the_live_one(triton_server: TritonServe
                     assert _route(fresh) == "w0"
             _answers(on_w0)
         assert cluster.process.poll() is None, cluster.log()
+
+
+def test_a_killed_worker_is_respawned_and_takes_sessions_again(
+    triton_server: TritonServer,
+) -> None:
+    with _cluster(triton_server, respawn_s=1.0) as cluster:
+        old_pid, port = cluster.workers["w1"]
+        with raw_session(f"{cluster.url}&session_id=sess_w1_0123456789abcdef") as lost:
+            created = lost.events[0]
+            sid, token = created["session"]["id"], created["resume_token"]
+            assert _route(lost) == "w1"
+            os.kill(old_pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            cluster.wait_line(r"WORKER w1 .* DIED: killed by SIGKILL; .*respawning in 1 s", 5)
+            found = cluster.wait_line(
+                rf"worker w1 pid (\d+) on 127\.0\.0\.1:{port} \(respawned", 10
+            )
+        new_pid = int(found.group(1))
+        assert new_pid != old_pid
+        _wait_healthy(port, START_S, cluster)
+        # nginx may have counted the cut socket as w1 failing: past that, it is tried again.
+        time.sleep(max(0.0, killed_at + FAIL_TIMEOUT_S + 0.5 - time.monotonic()))
+        # The old session's resume reaches the new w1, which never knew it: a fresh session.
+        with raw_session(f"{cluster.url}&session_id={sid}") as again:
+            assert _route(again) == "w1"
+            _resume(again, sid, token, 1)
+            error = again.until("error", timeout_s=10)["error"]
+            assert error["code"] == "session_resume_failed", error
+            _answers(again)
+        with ExitStack() as stack:
+            sessions = [stack.enter_context(raw_session(cluster.url)) for _ in range(6)]
+            routes = [_route(s) for s in sessions]
+        assert set(routes) == {"w0", "w1"}, routes
+        assert cluster.process.poll() is None, cluster.log()
+
+
+def test_a_hung_worker_is_killed_and_respawned(triton_server: TritonServer) -> None:
+    with _cluster(triton_server, respawn_s=1.0) as cluster:
+        old_pid, port = cluster.workers["w1"]
+        with raw_session(f"{cluster.url}&session_id=sess_w1_0123456789abcdef") as stuck:
+            assert _route(stuck) == "w1"
+            # Stopped, it keeps its port: connects succeed and nothing ever answers.
+            os.kill(old_pid, signal.SIGSTOP)
+            cluster.wait_line(r"WORKER w1 .* HUNG: no /healthz answer 3 times in a row", 20)
+            cluster.wait_line(r"WORKER w1 .* DIED: killed by SIGKILL; .*respawning", 5)
+            # Its client is not left hanging: the socket is cut.
+            code, _ = _closed(stuck.ws, timeout_s=10)
+            assert code != 1000, code
+        found = cluster.wait_line(rf"worker w1 pid (\d+) on 127\.0\.0\.1:{port} \(respawned", 10)
+        assert int(found.group(1)) != old_pid
+        _wait_healthy(port, START_S, cluster)
+        assert cluster.process.poll() is None, cluster.log()
+
+
+def _wait_healthy(port: int, timeout_s: float, cluster: Cluster) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the respawned worker on {port} never answered:\n{cluster.log()}")
 
 
 def test_sigterm_drains_the_workers_and_stops_everything(triton_server: TritonServer) -> None:

@@ -148,6 +148,25 @@ test("a drop stops client events; the resume message asks for what came after th
   assert.equal(s.accepting(), false, "session.resume must be the first client event");
 });
 
+test("leaving while down asks to resume the session only to end it; otherwise nothing", () => {
+  const s = live();
+  assert.equal(s.farewell(), null, "a live socket is closed with 1000 itself");
+  s.dropped();
+  assert.deepEqual(s.farewell(), {
+    type: "session.resume",
+    session_id: "sess_1",
+    resume_token: "tok_1",
+    last_server_event_seq: 5,
+  });
+  assert.equal(s.phase, "down", "asking changes nothing of the page's own state");
+  s.beginResume();
+  assert.equal(s.farewell(), null, "a resume already sent: closing its socket ends the session");
+  const fresh = new ResumeState();
+  fresh.start();
+  fresh.dropped();
+  assert.equal(fresh.farewell(), null, "no session.created yet: nothing to end");
+});
+
 test("a successful resume ignores the provisional session and plays the replay on exactly", () => {
   const s = live();
   s.dropped();

@@ -6,7 +6,7 @@
 // A lost socket is dialled again and the session resumed (reconnect.js): the audio pipeline runs
 // on meanwhile and the replayed events play on where the page left off.
 import { BoundedSet } from "./playback-core.js";
-import { Backoff, ResumeState, freshUrl, resumeUrl } from "./reconnect.js";
+import { Backoff, RESUME_FAILED, ResumeState, freshUrl, resumeUrl } from "./reconnect.js";
 
 const RATE = 24000;
 const $ = (id) => document.getElementById(id);
@@ -67,6 +67,8 @@ let lostAt = 0;
 let retryTimer = null;
 let answerTimer = null; // a resume unanswered this long is tried again on a new socket
 const RESUME_ANSWER_MS = 10000;
+// How long the farewell socket of a Disconnect while down waits for the resume's answer.
+const FAREWELL_MS = 5000;
 // playback.acks that fell into a drop, sent once resumed: an answer that finished playing
 // while the socket was down still goes into the history. rid -> event; the latest wins.
 const pendingAcks = new Map();
@@ -630,12 +632,39 @@ function finish(state) {
 // A deliberate close is 1000: it ends the session on the server at once (no grace, no resume).
 function disconnect() {
   leaving = true;
-  if (ws && (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING)) {
+  // Live, or a resume sent on this socket: the server takes the close after the resume.
+  if (ws && ws.readyState === WebSocket.OPEN) {
     ws.close(1000);
-    // A socket still opening reports 1006 (its close frame never goes out); final either way.
-  } else {
-    finish("disconnected");
+    return;
   }
+  const goodbye = link.farewell();
+  if (ws) {
+    // Still opening: its close frame never goes out (it reports 1006).
+    ws.close(1000);
+    ws = null;
+  }
+  // Down: the server keeps the session for its grace; end it now.
+  if (goodbye) farewell(resumeUrl(baseUrl, goodbye.session_id), goodbye);
+  finish("disconnected");
+}
+
+// One try, on a socket of its own: resume, then close with 1000 at the answer (reconnect.js).
+function farewell(url, event) {
+  const sock = new WebSocket(url, protocols);
+  tt.farewell = { t: performance.now(), outcome: null };
+  const timer = setTimeout(() => sock.close(1000), FAREWELL_MS);
+  sock.onopen = () => sock.send(JSON.stringify(event));
+  sock.onmessage = (e) => {
+    const ev = JSON.parse(e.data);
+    const failed = ev.type === "error" && ev.error && ev.error.code === RESUME_FAILED;
+    if (ev.type !== "session.resumed" && !failed) return;
+    // The rotated token too (as tt.resume holds the live one): a test checks it is void.
+    const outcome = failed ? "resume_failed" : "ended";
+    Object.assign(tt.farewell, { outcome, token: ev.resume_token ?? null });
+    clearTimeout(timer);
+    sock.close(1000);
+  };
+  sock.onclose = () => clearTimeout(timer);
 }
 
 $("url").value = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/realtime`;

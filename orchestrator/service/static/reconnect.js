@@ -112,12 +112,26 @@ export class ResumeState {
     this.phase = "resuming";
     this.provisional = null;
     this.held = [];
+    return this.resumeEvent();
+  }
+
+  resumeEvent() {
     return {
       type: "session.resume",
       session_id: this.sessionId,
       resume_token: this.token,
       last_server_event_seq: this.lastSeq,
     };
+  }
+
+  // Leaving (the Disconnect button) while the socket is down: the session lives on on the
+  // server for its grace, holding its key's session slot and its running response. The page
+  // ends it as a deliberate close would: it resumes it on a socket of its own and closes that
+  // with 1000 as soon as the answer comes (a failed resume's fresh session ends the same way).
+  // The resume event to send on that socket; null when there is nothing to end.
+  farewell() {
+    if (this.phase !== "down" || !this.canResume()) return null;
+    return this.resumeEvent();
   }
 
   // Sorts one server event. Returns {process, ignored, outcome}: the events to handle now, in
