@@ -35,6 +35,10 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
   before it); with audio=false, or no id, it passes at once, after the request's text. A
   cancelled id passes no call either.
 
+flite itself (voices, clauses, word ends, chunks) is speech.py's; which held text goes out
+with which chunk is held_text.py's. This module is the stage: its worker threads, order,
+cancels and calls.
+
 Every data response carries all three outputs (an empty TEXT_DELTA or TOOL_CALL, a zero-size
 AUDIO_CHUNK): an ensemble only forms a response when all its requested outputs have a tensor of
 the same iteration, so a response with one output missing would be held back and misalign the
@@ -48,29 +52,33 @@ at once with the final flag; its text waits here for its sentence's audio.
 
 from __future__ import annotations
 
-import bisect
-import codecs
 import queue
-import re
 import threading
-import unicodedata
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import soxr
 
 from turntaker_models import flite
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import (
-    OUTPUT_SAMPLE_RATE,
     ContractError,
     GenerationParameters,
     decode_parameters,
+)
+from turntaker_models.held_text import HeldText, WordRelease
+from turntaker_models.speech import (
+    CHUNK_SAMPLES,
+    FIRST_CHUNK_SAMPLES,
+    MAX_SENTENCE_CHARS,
+    Audio,
+    TtsError,
+    chunks,
+    plan,
+    speak,
 )
 from turntaker_models.triton_adapter import (
     ModelContext,
@@ -79,214 +87,9 @@ from turntaker_models.triton_adapter import (
     first_bytes,
 )
 
-Audio = npt.NDArray[np.float32]
 STAGE = "tts"
-
-FLITE_VOICES = flite.VOICES
-# slt is flite's clearest 16 kHz voice (kal is an 8 kHz diphone voice).
-DEFAULT_VOICE = "slt"
-# OpenAI Realtime voice names, so a client that asks for one gets a fitting flite voice.
-OPENAI_VOICES = {
-    "alloy": "slt",
-    "ash": "rms",
-    "ballad": "awb",
-    "cedar": "rms",
-    "coral": "slt",
-    "echo": "rms",
-    "fable": "awb",
-    "marin": "slt",
-    "nova": "slt",
-    "onyx": "kal16",
-    "sage": "slt",
-    "shimmer": "slt",
-    "verse": "awb",
-}
-
-# A sentence longer than this is not a sentence: refuse it rather than talk for minutes.
-MAX_SENTENCE_CHARS = 4000
-MAX_PIECE_WORDS = 24
-# First chunk small so playback can start early; later ones larger for fewer responses.
-FIRST_CHUNK_SAMPLES = OUTPUT_SAMPLE_RATE // 20
-CHUNK_SAMPLES = OUTPUT_SAMPLE_RATE // 5
-# flite pads every utterance with ~0.2 s of silence at each end. Leading silence is pure
-# latency; the trailing pause is kept short so that clause seams sound like commas.
-KEEP_LEAD_S = 0.02
-KEEP_TRAIL_S = 0.15
-# A word's audio may ring on after its last segment's end time: measured on the five voices,
-# the energy of an utterance's last word fades out at most 49 ms after it (awb; the others
-# before it). A word counts as ending this much after its last segment.
-WORD_END_GUARD_S = 0.06
-MAX_HELD_STREAMS = 1024
-MAX_HELD_CHARS = 64 * 1024
 # Stop records already written, per worker pool: one per cancelled id is enough.
 _REMEMBERED_STOPS = 1024
-
-_CLAUSE_PUNCTUATION = tuple(",;:.!?")
-_SPEAKABLE = re.compile(r"[A-Za-z0-9]")
-
-
-class TtsError(RuntimeError):
-    """Synthesis failed; the message is for the caller."""
-
-
-def flite_voice(name: str) -> str:
-    """The flite voice for a GenerationParameters.voice: flite names, OpenAI names, else default."""
-    key = name.strip().lower()
-    if key in FLITE_VOICES:
-        return key
-    return OPENAI_VOICES.get(key, DEFAULT_VOICE)
-
-
-def clean_text(text: str) -> str:
-    # flite reads bytes as Latin-1-ish ASCII: fold accents, drop what it would mispronounce.
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return " ".join(folded.split())
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One clause to synthesise: its cleaned text and which words of the sentence it holds."""
-
-    text: str
-    words: tuple[int, ...]
-
-    @property
-    def speakable(self) -> bool:
-        return _SPEAKABLE.search(self.text) is not None
-
-
-def plan(sentence: str, max_words: int = MAX_PIECE_WORDS) -> tuple[list[str], list[Piece]]:
-    """The sentence's words (whitespace-separated, as written) and its clauses.
-
-    A clause ends after a word ending in clause punctuation, or at `max_words` words. A word
-    that cleans to nothing (a dash, an emoji) belongs to no piece: it has no audio.
-    """
-    words = sentence.split()
-    out: list[Piece] = []
-    texts: list[str] = []
-    members: list[int] = []
-    for index, word in enumerate(words):
-        # One word stays one word: a compatibility form may fold to text with a space in it
-        # ("a\u00a8b" -> "a b"), which would shift every later word's timing.
-        cleaned = clean_text(word).replace(" ", "")
-        if not cleaned:
-            continue
-        texts.append(cleaned)
-        members.append(index)
-        if cleaned.endswith(_CLAUSE_PUNCTUATION) or len(members) == max_words:
-            out.append(Piece(" ".join(texts), tuple(members)))
-            texts, members = [], []
-    if members:
-        out.append(Piece(" ".join(texts), tuple(members)))
-    return words, out
-
-
-def pieces(text: str, max_words: int = MAX_PIECE_WORDS) -> list[str]:
-    """The sentence cut into clauses of at most `max_words` words; unspeakable ones dropped."""
-    return [piece.text for piece in plan(text, max_words)[1] if piece.speakable]
-
-
-def _loud_span(audio: Audio, rate: int, lead_s: float, trail_s: float) -> tuple[int, int]:
-    frame = max(1, rate // 100)
-    n = audio.shape[0] // frame
-    if n == 0:
-        return 0, audio.shape[0]
-    rms = np.sqrt((audio[: n * frame].astype(np.float64).reshape(n, frame) ** 2).mean(axis=1))
-    loud = np.flatnonzero(rms > max(1e-4, 0.02 * float(rms.max())))
-    if loud.size == 0:
-        return 0, 0
-    start = max(0, int(loud[0]) * frame - int(lead_s * rate))
-    end = min(audio.shape[0], (int(loud[-1]) + 1) * frame + int(trail_s * rate))
-    return start, end
-
-
-def trim_silence(
-    audio: Audio, rate: int, lead_s: float = KEEP_LEAD_S, trail_s: float = KEEP_TRAIL_S
-) -> Audio:
-    """`audio` with its silent ends cut down to `lead_s` and `trail_s`."""
-    start, end = _loud_span(audio, rate, lead_s, trail_s)
-    return audio[start:end]
-
-
-@dataclass(frozen=True)
-class Speech:
-    """One piece spoken: 24 kHz audio, and per word of the piece's text the sample count at
-    which that word's audio has ended (non-decreasing, at most the audio's length)."""
-
-    audio: Audio
-    word_ends: tuple[int, ...]
-
-
-def _word_ends(
-    text: str, tokens: Sequence[flite.TokenTime], rate: int, start: int, length: int
-) -> tuple[int, ...]:
-    words = text.split(" ")
-    starts: list[int] = []
-    at = 0
-    for word in words:
-        starts.append(at)
-        at += len(word) + 1
-    ends = [0] * len(words)
-    guard = WORD_END_GUARD_S * rate
-    cursor = 0
-    for token in tokens:
-        found = text.find(token.name, cursor)
-        if found < 0:
-            if token.end_s is not None:
-                # Sound we cannot place: every word of the piece ends with the piece.
-                return tuple([length] * len(words))
-            continue
-        cursor = found + len(token.name)
-        if token.end_s is None:
-            continue
-        native = token.end_s * rate + guard - start
-        sample = min(length, max(0, round(native * OUTPUT_SAMPLE_RATE / rate)))
-        owner = bisect.bisect_right(starts, found) - 1
-        ends[owner] = max(ends[owner], sample)
-    running = 0
-    for i, end in enumerate(ends):
-        # A word flite said nothing for ends with the word before it.
-        running = max(running, end)
-        ends[i] = running
-    return tuple(ends)
-
-
-def speak(text: str, voice: str) -> Speech:
-    """One flite synthesis of `text` (one clause) by `voice`, with the end of every word."""
-    if len(text) > MAX_SENTENCE_CHARS:
-        raise ContractError(
-            f"SENTENCE has {len(text)} characters, at most {MAX_SENTENCE_CHARS} allowed"
-        )
-    text = clean_text(text)
-    if not text:
-        return Speech(np.zeros(0, np.float32), ())
-    try:
-        synthesis = flite.synth(text, flite_voice(voice))
-    except flite.FliteError as error:
-        raise TtsError(str(error)) from None
-    rate = synthesis.rate
-    native = synthesis.pcm.astype(np.float32) / 32768.0
-    start, end = _loud_span(native, rate, KEEP_LEAD_S, KEEP_TRAIL_S)
-    audio: Audio = native[start:end]
-    if rate != OUTPUT_SAMPLE_RATE and audio.shape[0]:
-        audio = np.asarray(soxr.resample(audio, rate, OUTPUT_SAMPLE_RATE, quality="HQ"))
-    audio = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
-    return Speech(audio, _word_ends(text, synthesis.tokens, rate, start, audio.shape[0]))
-
-
-def synthesize(text: str, voice: str) -> Audio:
-    """`text` spoken by flite `voice`, 24 kHz mono float32 in [-1, 1]."""
-    return speak(text, voice).audio
-
-
-def chunks(audio: Audio, first: int, size: int = CHUNK_SAMPLES) -> Iterator[Audio]:
-    """`audio` cut into a chunk of `first` samples and then chunks of `size`."""
-    start = 0
-    step = max(1, first)
-    while start < audio.shape[0]:
-        yield audio[start : start + step]
-        start += step
-        step = size
 
 
 class Sink(Protocol):
@@ -341,160 +144,6 @@ class SpeechJob:
             return decode_parameters(self.parameters).audio
         except ContractError:
             return True
-
-
-@dataclass
-class _Held:
-    # Text received for one id and not yet sent; `base` is its offset in all text received.
-    text: str = ""
-    base: int = 0
-    jobs: int = 0
-    decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
-    )
-
-
-def align(text: str, words: Sequence[str]) -> list[int] | None:
-    """Where each of `words` ends in `text`, which must hold them in order, separated by
-    whitespace only, from its start; None when it does not."""
-    ends: list[int] = []
-    at = 0
-    for word in words:
-        while at < len(text) and text[at].isspace():
-            at += 1
-        if not text.startswith(word, at):
-            return None
-        at += len(word)
-        ends.append(at)
-    return ends
-
-
-class HeldText:
-    """The text each request id received and has not sent yet (see the module docstring)."""
-
-    def __init__(
-        self, max_streams: int = MAX_HELD_STREAMS, max_chars: int = MAX_HELD_CHARS
-    ) -> None:
-        self._streams: OrderedDict[str, _Held] = OrderedDict()
-        self._lock = threading.Lock()
-        self._max_streams = max_streams
-        self._max_chars = max_chars
-
-    def __len__(self) -> int:
-        return len(self._streams)
-
-    def submit(self, request_id: str, text: bytes, sentence: bool) -> bytes:
-        """Hold `text` for `request_id` (and count a sentence job if `sentence`); returns the
-        text to pass on at once instead (whitespace with nothing held or being spoken)."""
-        with self._lock:
-            held = self._streams.get(request_id)
-            if held is None:
-                if not sentence and (not text or text.isspace()):
-                    return text
-                held = self._streams[request_id] = _Held()
-                while len(self._streams) > self._max_streams:
-                    self._streams.popitem(last=False)
-            else:
-                if not sentence and not held.jobs and not held.text and text.isspace():
-                    return text
-                self._streams.move_to_end(request_id)
-            piece = held.decoder.decode(text)
-            if len(held.text) + len(piece) <= self._max_chars:
-                held.text += piece
-            if sentence:
-                held.jobs += 1
-            return b""
-
-    def snapshot(self, request_id: str) -> tuple[int, str]:
-        with self._lock:
-            held = self._streams.get(request_id)
-            return (held.base, held.text) if held is not None else (0, "")
-
-    def take(self, request_id: str, upto: int, whitespace_after: bool = False) -> bytes:
-        """The held text up to offset `upto` (of all text received), and the whitespace held
-        right after it if `whitespace_after`; removed from the store."""
-        with self._lock:
-            held = self._streams.get(request_id)
-            if held is None:
-                return b""
-            cut = max(0, min(len(held.text), upto - held.base))
-            if whitespace_after:
-                while cut < len(held.text) and held.text[cut].isspace():
-                    cut += 1
-            out, held.text = held.text[:cut], held.text[cut:]
-            held.base += cut
-            return out.encode()
-
-    def take_all(self, request_id: str) -> bytes:
-        """All the text held for `request_id`, removed from the store."""
-        with self._lock:
-            held = self._streams.get(request_id)
-            if held is None:
-                return b""
-            out, held.text = held.text, ""
-            held.base += len(out)
-            return out.encode()
-
-    def done(self, request_id: str) -> None:
-        """A sentence job of `request_id` ended; the id is forgotten once nothing is left."""
-        with self._lock:
-            held = self._streams.get(request_id)
-            if held is None:
-                return
-            held.jobs = max(0, held.jobs - 1)
-            if not held.jobs and not held.text:
-                del self._streams[request_id]
-
-    def drop(self, request_id: str) -> None:
-        with self._lock:
-            self._streams.pop(request_id, None)
-
-
-class _Release:
-    """Which held text goes out with which chunk of one sentence."""
-
-    def __init__(self, held: HeldText, request_id: str, words: Sequence[str]) -> None:
-        self.held = held
-        self.request_id = request_id
-        base, text = held.snapshot(request_id)
-        ends = align(text, words)
-        # Offsets (in all text received) where each word's text ends; None: not lined up.
-        self.char_ends = None if ends is None else [base + end for end in ends]
-        # Not lined up: all that is known of the text held now is that it came before this
-        # sentence was spoken, so it rides on the sentence's last chunk.
-        self.held_end = base + len(text)
-        # Per word, the sentence sample at which its audio has ended (None: not spoken yet).
-        self.sample_ends: list[int | None] = [None] * len(words)
-        self.next = 0
-
-    def known(self, word: int, sample: int) -> None:
-        self.sample_ends[word] = sample
-
-    def silent(self, word: int) -> None:
-        # No audio at all: it rides with the words before it.
-        if self.sample_ends[word] is None:
-            self.sample_ends[word] = 0
-
-    def upto(self, played: int) -> bytes:
-        """The text of the words not sent yet whose audio has ended by sample `played`."""
-        if self.char_ends is None:
-            return b""
-        while self.next < len(self.sample_ends):
-            end = self.sample_ends[self.next]
-            if end is None or end > played:
-                break
-            self.next += 1
-        if self.next == 0:
-            return b""
-        return self.held.take(self.request_id, self.char_ends[self.next - 1])
-
-    def rest(self) -> bytes:
-        """Everything of this sentence not sent yet, with the whitespace after it."""
-        self.next = len(self.sample_ends)
-        if self.char_ends is None:
-            return self.held.take(self.request_id, self.held_end)
-        last = self.char_ends[-1] if self.char_ends else 0
-        return self.held.take(self.request_id, last, whitespace_after=True)
 
 
 class Speaker:
@@ -629,7 +278,7 @@ class Speaker:
         if not params.audio:
             return
         words, clauses = plan(sentence)
-        release = _Release(self.held, job.request_id, words)
+        release = WordRelease(self.held, job.request_id, words)
         spoken = {word for piece in clauses if piece.speakable for word in piece.words}
         for word in range(len(words)):
             if word not in spoken:
