@@ -339,25 +339,7 @@ def test_the_page_retries_while_unreachable_and_disconnect_ends_the_session(
     assert proxy.accepted == accepted, "no reconnect after a deliberate Disconnect"
     assert page.evaluate("window.turntaker.state") == "disconnected"
     assert page.is_enabled("#connect") and page.is_disabled("#disconnect")
-    url = realtime_server.url + f"?session_id={session_id}"
-    with connect(url, max_size=None, open_timeout=10) as ws:
-        first = json.loads(ws.recv(timeout=10))
-        assert first["type"] == "session.created"
-        ws.send(
-            json.dumps(
-                {
-                    "type": "session.resume",
-                    "session_id": session_id,
-                    "resume_token": token,
-                    "last_server_event_seq": 0,
-                }
-            )
-        )
-        answer = json.loads(ws.recv(timeout=10))
-    assert answer["type"] == "error", answer
-    assert answer["error"]["code"] == "session_resume_failed", (
-        f"a 1000 close ends the session at once: {answer}"
-    )
+    _assert_resume_fails(realtime_server, session_id, token, "a 1000 close ends it at once")
 
 
 def test_disconnect_while_the_socket_is_down_still_ends_the_session(
@@ -386,23 +368,25 @@ def test_disconnect_while_the_socket_is_down_still_ends_the_session(
     # The farewell's resume rotated the token: the new one would resume a session still held.
     token = page.evaluate("window.turntaker.farewell.token")
     assert token
-    with connect(realtime_server.url + f"?session_id={session_id}", open_timeout=10) as ws:
+    _assert_resume_fails(
+        realtime_server, session_id, token, "it must be over, not waiting out its grace"
+    )
+
+
+def _assert_resume_fails(server: BackgroundServer, session_id: str, token: str, why: str) -> None:
+    """The session is gone from the server: resuming it with its last token fails."""
+    with connect(server.url + f"?session_id={session_id}", open_timeout=10) as ws:
         assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
-        ws.send(
-            json.dumps(
-                {
-                    "type": "session.resume",
-                    "session_id": session_id,
-                    "resume_token": token,
-                    "last_server_event_seq": 0,
-                }
-            )
-        )
+        resume = {
+            "type": "session.resume",
+            "session_id": session_id,
+            "resume_token": token,
+            "last_server_event_seq": 0,
+        }
+        ws.send(json.dumps(resume))
         answer = json.loads(ws.recv(timeout=10))
     assert answer["type"] == "error", answer
-    assert answer["error"]["code"] == "session_resume_failed", (
-        f"the session must be over, not waiting out its grace: {answer}"
-    )
+    assert answer["error"]["code"] == "session_resume_failed", f"{why}: {answer}"
 
 
 def test_the_page_gives_up_after_the_grace_and_stops_its_audio(

@@ -302,7 +302,7 @@ def test_a_hung_worker_is_killed_and_respawned(triton_server: TritonServer) -> N
             assert _route(stuck) == "w1"
             # Stopped, it keeps its port: connects succeed and nothing ever answers.
             os.kill(old_pid, signal.SIGSTOP)
-            cluster.wait_line(r"WORKER w1 .* HUNG: no /healthz answer 3 times in a row", 20)
+            cluster.wait_line(r"WORKER w1 .* HUNG: no /healthz answer 3 times in a row", 30)
             cluster.wait_line(r"WORKER w1 .* DIED: killed by SIGKILL; .*respawning", 5)
             # Its client is not left hanging: the socket is cut.
             code, _ = _closed(stuck.ws, timeout_s=10)
