@@ -9,6 +9,12 @@ follows (the reply that made it, so a spoken preamble and its call are one assis
 an assistant message of its own where none precedes it), and a `function_call_output` is a
 `tool` message holding a `ToolResultPart`. The tools in force become `GenerationParameters`'
 `tools`; a named function's choice is `tool_choice: "function"` with `tool_name`.
+
+Every response sends the whole pruned history, so its user audio would be decoded and
+resampled to 16 kHz again for each one, on the event loop: up to four turns of audio a
+response. A session's `DecodedAudio` keeps each turn's 16 kHz audio from one request to
+the next; it holds only what the last request used, so it is bounded by the prompt's user
+audio (`HistoryLimits.max_audio_inputs`, 4 turns, within `max_history_bytes`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy.typing as npt
 from orchestrator import conversation as conv
 from orchestrator.actions import InferenceRequest
 from orchestrator.audio import decode_input
+from orchestrator.protocol.session_config import AudioFormat
 from orchestrator.protocol.tools import ToolChoiceFunction
 from orchestrator.triton.pipeline_client import PipelineRequest
 from turntaker_models.contract import (
@@ -37,6 +44,37 @@ from turntaker_models.contract import (
 )
 
 Audio16k = npt.NDArray[np.float32]
+# A turn's recorded audio and its format: a transcript arriving later makes a new InputAudio
+# around the same bytes, which must still find its decode.
+_AudioKey = tuple[bytes, AudioFormat]
+
+
+class DecodedAudio:
+    """One session's user audio at 16 kHz, decoded once per turn (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[_AudioKey, Audio16k] = {}
+        self.decodes = 0
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def decode(self, content: conv.InputAudio, used: dict[_AudioKey, Audio16k]) -> Audio16k:
+        # Hashing the bytes is once per bytes object (Python caches it); equal keys are
+        # mostly the very same object, which a dict compares by identity first.
+        key = (content.audio, content.format)
+        found = used.get(key)
+        if found is None:
+            found = self._kept.get(key)
+        if found is None:
+            found = decode_input(content.audio, content.format)
+            found.flags.writeable = False  # shared by the requests of later responses
+            self.decodes += 1
+        used[key] = found
+        return found
+
+    def keep(self, used: dict[_AudioKey, Audio16k]) -> None:
+        self._kept = used
 
 
 def pipeline_request(
@@ -46,12 +84,16 @@ def pipeline_request(
     default_max_tokens: int,
     transcripts: Mapping[str, str] | None = None,
     audio_with_transcript: bool = True,
+    decoded: DecodedAudio | None = None,
 ) -> PipelineRequest:
     """`transcripts` (by item id) fill user audio whose item has none yet. Where a transcript is
     known and `audio_with_transcript` is false (a text model behind ASR: the cascade), the audio
-    itself is left out (an empty segment), so earlier turns are never transcribed again."""
+    itself is left out (an empty segment), so earlier turns are never transcribed again.
+    `decoded`: the session's turns already at 16 kHz (a fresh one: none)."""
     messages: list[Message] = []
     segments: list[Audio16k] = []
+    cache = decoded if decoded is not None else DecodedAudio()
+    used: dict[_AudioKey, Audio16k] = {}
     if request.instructions:
         messages.append(Message(role="system", content=[TextPart(request.instructions)]))
     for item in request.items:
@@ -79,7 +121,7 @@ def pipeline_request(
                     segments.append(np.zeros(0, np.float32))
                 else:
                     # Each part in the format it was recorded in, whatever the session uses now.
-                    segments.append(decode_input(content.audio, content.format))
+                    segments.append(cache.decode(content, used))
             elif isinstance(content, conv.InputImage):
                 parts.append(ImagePart(content.image_url))
             elif isinstance(content, conv.OutputAudio):
@@ -88,6 +130,7 @@ def pipeline_request(
                 if content.transcript:
                     parts.append(TextPart(content.transcript))
         messages.append(Message(role=item.role, content=parts))
+    cache.keep(used)
     choice = request.tool_choice
     parameters = GenerationParameters(
         max_tokens=request.max_output_tokens or default_max_tokens,

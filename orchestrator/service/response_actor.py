@@ -31,7 +31,7 @@ from orchestrator.inputs import (
     BackendToolCall,
 )
 from orchestrator.service.endpoints import Endpoint, EndpointPool, NoHealthyEndpoint
-from orchestrator.service.requests import pipeline_request
+from orchestrator.service.requests import DecodedAudio, pipeline_request
 from orchestrator.triton.pipeline_client import PipelineChunk, PipelineError
 from orchestrator.triton.trio_bridge import TritonStream, open_pipeline_stream
 
@@ -68,6 +68,7 @@ class ResponseActor:
         *,
         post: Post,
         audio_with_transcript: bool = True,
+        decoded: DecodedAudio | None = None,
     ) -> None:
         self.action = action
         self.request_id = request_id
@@ -75,6 +76,8 @@ class ResponseActor:
         self._post = post
         # False for the cascade, which hears through the core's transcripts (in the action).
         self._audio_with_transcript = audio_with_transcript
+        # The session's history audio already at 16 kHz (requests.py).
+        self._decoded = decoded
         self._cancelled = False
         self._current: trio.CancelScope | None = None
 
@@ -112,6 +115,7 @@ class ResponseActor:
             default_max_tokens=self.services.default_max_tokens,
             transcripts=action.transcripts,
             audio_with_transcript=self._audio_with_transcript,
+            decoded=self._decoded,
         )
         audio_mode = request.parameters.audio
         tokens = 0

@@ -58,6 +58,7 @@ from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event,
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.connection import Connection, SessionEnd
+from orchestrator.service.requests import DecodedAudio
 from orchestrator.service.response_actor import ResponseActor
 from orchestrator.service.session_metrics import SessionMetrics
 from orchestrator.service.session_services import AppendBudget, SessionServices
@@ -154,6 +155,8 @@ class SessionActor:
         self._timers = Timers(self._post)
         self._encoder = ServerEventEncoder()
         self._responses: dict[str, ResponseActor] = {}
+        # Each turn's audio decoded to 16 kHz once, not for every response (requests.py).
+        self._decoded = DecodedAudio()
         self._metrics = SessionMetrics(services.metrics)
         self._nursery: trio.Nursery | None = None
         # Cancelled when the session ends without its client (a 1000 close, the grace, an
@@ -467,6 +470,7 @@ class SessionActor:
             self.services.responses,
             post=self._post,
             audio_with_transcript=not self.services.transcripts_for_pipeline,
+            decoded=self._decoded,
         )
         self._responses[action.response_id] = actor
 
