@@ -28,7 +28,6 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from bench import report
 from turntaker_models import smollm
@@ -193,10 +192,6 @@ def run(runs: int, threads: int) -> str:
     )
 
 
-def write_section(section: str, doc: Path = report.DOC) -> None:
-    report.write_section(HEADING, section, doc)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=8, help="runs per way")
@@ -206,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     section = run(args.runs, args.threads)
     sys.stdout.write(section)
     if not args.no_write:
-        write_section(section)
+        report.write_section(HEADING, section)
     return 0
 
 

@@ -886,20 +886,21 @@ class PreemptionMachine(SessionMachine):
         self.stream(held.response_id, kind)
 
 
+def _machine_settings(examples: int, steps: int) -> settings:
+    """A state machine's run: `examples` sessions of up to `steps` steps each, without
+    hypothesis's deadline and too-slow check."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
 TestSession = SessionMachine.TestCase
-TestSession.settings = settings(
-    max_examples=1000,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestSession.settings = _machine_settings(1000, steps=25)
 TestPreemption = PreemptionMachine.TestCase
-TestPreemption.settings = settings(
-    max_examples=500,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestPreemption.settings = _machine_settings(500, steps=30)
 
 
 class ToolMachine(SessionMachine):
@@ -928,12 +929,7 @@ class ToolMachine(SessionMachine):
 
 
 TestTools = ToolMachine.TestCase
-TestTools.settings = settings(
-    max_examples=300,
-    stateful_step_count=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestTools.settings = _machine_settings(300, steps=25)
 
 
 class CascadePreemptionMachine(PreemptionMachine):
@@ -944,12 +940,7 @@ class CascadePreemptionMachine(PreemptionMachine):
 
 
 TestCascadePreemption = CascadePreemptionMachine.TestCase
-TestCascadePreemption.settings = settings(
-    max_examples=300,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestCascadePreemption.settings = _machine_settings(300, steps=30)
 
 
 def test_shrunk_a_cancel_naming_another_response_leaves_a_paused_reply_as_it_was() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,8 @@ from typing import Any
 import numpy as np
 import soxr
 import tritonclient.grpc as grpcclient
+from openai import OpenAI
+from openai.resources.realtime.realtime import RealtimeConnection
 from websockets.sync.client import ClientConnection, connect
 
 from bench.speech import RATE, Audio, pcm16, silence
@@ -30,6 +33,8 @@ __all__ = [
     "flite_speech",
     "pcm16",
     "raw_session",
+    "sdk_events_until_done",
+    "sdk_realtime",
     "silence",
     "transcribe",
 ]
@@ -141,3 +146,27 @@ def raw_session(url: str) -> Iterator[RawSession]:
         created = session.recv()
         assert created["type"] == "session.created", created
         yield session
+
+
+@contextmanager
+def sdk_realtime(http_url: str, timeout_s: float = 120) -> Iterator[RealtimeConnection]:
+    """The openai SDK's own realtime client on the server at `http_url`. A stuck server must
+    fail the test, not hang it: the socket is closed after `timeout_s`."""
+    client = OpenAI(api_key="sk-local", base_url=http_url + "/v1")
+    with client.realtime.connect(model="turntaker") as conn:
+        watchdog = threading.Timer(timeout_s, conn.close)
+        watchdog.start()
+        try:
+            yield conn
+        finally:
+            watchdog.cancel()
+
+
+def sdk_events_until_done(conn: RealtimeConnection) -> list[Any]:
+    """The SDK's parsed server events up to and including the first `response.done`."""
+    events: list[Any] = []
+    for event in conn:
+        events.append(event)
+        if event.type == "response.done":
+            break
+    return events

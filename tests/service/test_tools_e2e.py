@@ -15,17 +15,22 @@ What a user would notice:
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import jsonschema
 import numpy as np
 import pydantic
-from openai import OpenAI
 from openai.types.realtime import RealtimeServerEvent
 
 from orchestrator.service.serve import BackgroundServer
-from tests.service.realtime_client import RawSession, flite_speech, raw_session, silence
+from tests.service.realtime_client import (
+    RawSession,
+    flite_speech,
+    raw_session,
+    sdk_events_until_done,
+    sdk_realtime,
+    silence,
+)
 
 WEATHER: dict[str, Any] = {
     "type": "function",
@@ -192,35 +197,25 @@ def test_a_required_call_validates_and_its_output_brings_a_spoken_answer(
 def test_a_named_function_is_called_through_the_openai_sdk(
     realtime_server: BackgroundServer,
 ) -> None:
-    client = OpenAI(api_key="sk-local", base_url=realtime_server.http_url + "/v1")
-    events: list[Any] = []
-    with client.realtime.connect(model="turntaker") as conn:
-        watchdog = threading.Timer(120, conn.close)
-        watchdog.start()
-        try:
-            conn.session.update(
-                session={
-                    "type": "realtime",
-                    "output_modalities": ["text"],
-                    "tools": [WEATHER],  # type: ignore[list-item]
-                    "tool_choice": {"type": "function", "name": "get_weather"},
-                    "audio": {"input": {"turn_detection": None}},
-                }
-            )
-            conn.conversation.item.create(
-                item={
-                    "type": "message",
-                    "role": "user",
-                    "content": [{"type": "input_text", "text": "Is it raining in Oslo?"}],
-                }
-            )
-            conn.response.create()
-            for event in conn:
-                events.append(event)
-                if event.type == "response.done":
-                    break
-        finally:
-            watchdog.cancel()
+    with sdk_realtime(realtime_server.http_url) as conn:
+        conn.session.update(
+            session={
+                "type": "realtime",
+                "output_modalities": ["text"],
+                "tools": [WEATHER],  # type: ignore[list-item]
+                "tool_choice": {"type": "function", "name": "get_weather"},
+                "audio": {"input": {"turn_detection": None}},
+            }
+        )
+        conn.conversation.item.create(
+            item={
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Is it raining in Oslo?"}],
+            }
+        )
+        conn.response.create()
+        events = sdk_events_until_done(conn)
     done = events[-1]
     assert done.response.status == "completed"
     calls = [o for o in done.response.output if o.type == "function_call"]

@@ -27,6 +27,7 @@ from orchestrator.triton.pipeline_client import (
     PipelineStream,
     cancel_on_board,
 )
+from tests.tool_specs import BOUNDED_WEATHER, WEATHER
 from tests.triton.test_cascade import wait_for_stops
 from turntaker_models.contract import (
     Conversation,
@@ -38,23 +39,6 @@ from turntaker_models.contract import (
     ToolSpec,
 )
 
-WEATHER = ToolSpec(
-    "get_weather",
-    "The current weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-# For the tiny random Qwen3-Omni weights, which never choose to close a string or an object:
-# bounded and with no other keys, so that the grammar closes them.
-SHORT_WEATHER = ToolSpec(
-    "get_weather",
-    WEATHER.description,
-    {
-        "type": "object",
-        "properties": {"city": {"type": "string", "maxLength": 16}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-)
 # A call that takes long to write: a cancel lands in the middle of its arguments.
 NOTE = ToolSpec(
     "take_note",
@@ -119,11 +103,11 @@ def test_tool_cascade_function_streams_one_valid_call_and_nothing_spoken(
 def test_tool_qwen3_omni_required_streams_one_valid_call_and_nothing_spoken(
     triton_server: TritonServer,
 ) -> None:
-    req = request("qwen3_omni", "required", [SHORT_WEATHER], max_tokens=96)
+    req = request("qwen3_omni", "required", [BOUNDED_WEATHER], max_tokens=96)
     chunks = run(triton_server, "qwen3_omni", req)
     name, arguments = assembled(chunks)
     assert name == "get_weather"
-    jsonschema.validate(arguments, SHORT_WEATHER.parameters)
+    jsonschema.validate(arguments, BOUNDED_WEATHER.parameters)
     assert "".join(c.text for c in chunks) == ""
     assert not any(c.audio.size for c in chunks)
 

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.tool_specs import BOUNDED_WEATHER
 from tests.turntaker_models.omni.conftest import Tiny
 from tests.turntaker_models.omni.test_stages import Chain, _reset, open_chain
 from turntaker_models.contract import (
@@ -37,18 +38,6 @@ from turntaker_models.omni.sampling import SamplingConfig
 from turntaker_models.omni.stages import _Answer, _Emitter, _ThinkerSender, call_constraint
 from turntaker_models.omni.thinker import ThinkerSession
 
-# Bounded, no other keys: random weights never choose to close a string or an object; the
-# grammar must.
-WEATHER = ToolSpec(
-    "get_weather",
-    "The current weather in a city.",
-    {
-        "type": "object",
-        "properties": {"city": {"type": "string", "maxLength": 16}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-)
 ALARM = ToolSpec(
     "set_alarm",
     "Sets an alarm.",
@@ -86,14 +75,14 @@ def _assembled(deltas: list[ToolCallDelta]) -> tuple[str, Any]:
 def test_required_is_one_valid_call_and_nothing_spoken(chain: Chain, audio: bool) -> None:
     _reset(chain)
     params = GenerationParameters(
-        max_tokens=96, tools=[WEATHER], tool_choice="required", audio=audio
+        max_tokens=96, tools=[BOUNDED_WEATHER], tool_choice="required", audio=audio
     )
     chain.start(f"required-{audio}", params, text="What's the weather in Paris?")
     chain.wait_idle()
     assert all(r.error is None for r in chain.replies), [r.error for r in chain.replies]
     name, arguments = _assembled(_deltas(chain))
     assert name == "get_weather"
-    jsonschema.validate(arguments, WEATHER.parameters)
+    jsonschema.validate(arguments, BOUNDED_WEATHER.parameters)
     # The call alone: no text, no audio, and the talker was never started nor given a token.
     assert "".join(chain.text) == ""
     assert not chain.audio
@@ -105,7 +94,7 @@ def test_function_calls_the_named_one(chain: Chain) -> None:
     _reset(chain)
     params = GenerationParameters(
         max_tokens=96,
-        tools=[WEATHER, ALARM],
+        tools=[BOUNDED_WEATHER, ALARM],
         tool_choice="function",
         tool_name="set_alarm",
         temperature=1.0,
@@ -122,7 +111,7 @@ def test_function_calls_the_named_one(chain: Chain) -> None:
 def test_auto_and_none_still_speak(chain: Chain) -> None:
     for choice in ("auto", "none"):
         _reset(chain)
-        params = GenerationParameters(max_tokens=8, tools=[WEATHER], tool_choice=choice)
+        params = GenerationParameters(max_tokens=8, tools=[BOUNDED_WEATHER], tool_choice=choice)
         chain.start(f"choice-{choice}", params)
         chain.wait_idle()
         assert all(r.error is None for r in chain.replies), [r.error for r in chain.replies]
@@ -138,8 +127,8 @@ def test_none_leaves_the_tools_out_of_the_prompt(chain: Chain) -> None:
     counts = {}
     cases: list[tuple[str, ToolChoice, list[ToolSpec]]] = [
         ("plain", "auto", []),
-        ("none", "none", [WEATHER]),
-        ("auto", "auto", [WEATHER]),
+        ("none", "none", [BOUNDED_WEATHER]),
+        ("auto", "auto", [BOUNDED_WEATHER]),
     ]
     for choice, tool_choice, tools in cases:
         _reset(chain)
@@ -164,9 +153,10 @@ def test_constraint_only_for_forced_choices(tiny: Tiny) -> None:
     from turntaker_models.tool_grammar import ll_tokenizer
 
     ll = ll_tokenizer(tiny.prompts.tokenizer)
-    assert call_constraint(ll, GenerationParameters(tools=[WEATHER])) is None
-    assert call_constraint(ll, GenerationParameters(tools=[WEATHER], tool_choice="none")) is None
-    forced = GenerationParameters(tools=[WEATHER], tool_choice="required")
+    assert call_constraint(ll, GenerationParameters(tools=[BOUNDED_WEATHER])) is None
+    unforced = GenerationParameters(tools=[BOUNDED_WEATHER], tool_choice="none")
+    assert call_constraint(ll, unforced) is None
+    forced = GenerationParameters(tools=[BOUNDED_WEATHER], tool_choice="required")
     assert call_constraint(ll, forced) is not None
     with pytest.raises(ContractError):
         call_constraint(ll, GenerationParameters(tools=[], tool_choice="function"))
@@ -232,9 +222,9 @@ def test_speech_then_a_call_speaks_only_the_speech(tiny: Tiny, chain: Chain) -> 
     tokenizer = tiny.prompts.tokenizer
     spoken = "Sure, one moment. "
     ids = tokenizer.encode(spoken + CALL, add_special_tokens=False)
-    params = GenerationParameters(max_tokens=len(ids) + 1, tools=[WEATHER])
+    params = GenerationParameters(max_tokens=len(ids) + 1, tools=[BOUNDED_WEATHER])
     conversation = Conversation([Message("user", [TextPart("Weather in Paris?")])])
-    prompt = tiny.prompts.build(conversation, [], tools=[WEATHER])
+    prompt = tiny.prompts.build(conversation, [], tools=[BOUNDED_WEATHER])
     session = ThinkerSession(tiny.thinker, tiny.config, prompt, SamplingConfig(), 0, lambda: False)
     _, start = session.prefill(want_talker=True)
     hidden = int(tiny.config.thinker_config.text_config.hidden_size)
