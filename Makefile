@@ -3,6 +3,11 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The realtime client libraries that tests/clients/ drives against the server, apart from the
+# server's venv (tests/clients/conftest.py says why): Python ones here, the JS one in
+# tests/clients/js/node_modules.
+CLIENTS_VENV := .venv-clients
+CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs nginx
 
 export HF_HUB_OFFLINE := 1
@@ -21,6 +26,16 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --no-deps pipecat-ai==1.14.0
 	touch $(STAMP)
 
+$(CLIENTS_STAMP): tests/clients/requirements.txt tests/clients/js/package-lock.json constraints.txt
+	@$(MAKE) --no-print-directory apt
+	test -x $(CLIENTS_VENV)/bin/python || $(PY) -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/pip install -q --upgrade pip
+	$(CLIENTS_VENV)/bin/pip install -q -c constraints.txt -r tests/clients/requirements.txt
+	# npm comes with NodeSource's nodejs; Debian's own nodejs has it apart.
+	command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null)
+	cd tests/clients/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $(CLIENTS_STAMP)
+
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -28,7 +43,7 @@ apt:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-test: $(STAMP)
+test: $(STAMP) $(CLIENTS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
@@ -71,4 +86,4 @@ soak: $(STAMP)
 	$(BIN)/python -m bench.drop_soak
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(CLIENTS_VENV) tests/clients/js/node_modules

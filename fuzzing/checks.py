@@ -9,7 +9,7 @@ Rules (each failure names the one it broke):
   has no session link), each is the last one's plus 1, from 1: no gap, no repeat.
 - Rule 3: every `response.done` names a response that was created, at most once each;
   `conversation_already_has_active_response` only while one of them has not ended, and
-  `response_not_active` only when all have.
+  `response_cancel_not_active` only when all have.
 - Rule 2: no delta of a response after its `response.done`.
 - Answers (`judge`): every error is an `invalid_request_error` with a code and a message, and
   carries the `event_id` its input says it must (`echo`); an invalid message gets an error
@@ -144,7 +144,7 @@ class SessionLog:
             running = self.running
             if code == "conversation_already_has_active_response" and not running:
                 self.problems.append(f"{code}, but every response it started is done")
-            if code == "response_not_active" and running:
+            if code == "response_cancel_not_active" and running:
                 self.problems.append(f"{code}, but {running} has not ended")
         elif isinstance(kind, str) and kind.startswith("response.") and kind.endswith(".delta"):
             of = event.get("response_id")

@@ -11,7 +11,7 @@ messages.
 Rules (besides `fuzzing.checks`):
 - The answer to a message is exactly what the core returns for it: nothing else can mix in,
   so no probe is needed to tell answers apart; a probe still follows every input and must
-  get its one `item_not_found` (the session keeps working).
+  get its one `item_retrieve_invalid_item_id` (the session keeps working).
 - The core never raises (on a live server that is a 1011) and never ends the session
   (`EndSession`) because of a client message.
 - At the end, the stand-ins deliver what is still due (in half the sessions), then either
@@ -186,7 +186,7 @@ class MemoryRunner:
         if len(answer) != 1 or not is_error_named(answer[0], probe):
             types = [e.get("type") for e in answer]
             fail("session keeps working", f"probe answered with {types}", index)
-        elif answer[0].get("error", {}).get("code") != "item_not_found":
+        elif answer[0].get("error", {}).get("code") != "item_retrieve_invalid_item_id":
             fail("session keeps working", f"probe answered with {answer[0]}", index)
 
     def _finish(self, session: _Session, seen: list[str], fail: _Fail) -> None:

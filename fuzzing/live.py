@@ -2,9 +2,9 @@
 
 Rules (besides `fuzzing.checks`, which judges every event and answer):
 - Answers are told apart by a probe: after each input the runner sends a retrieve of an item
-  that never exists with a unique `event_id`; its `item_not_found` error marks where that
-  input's answers end, so each answer is judged against the input that caused it, and a hang
-  shows up as a probe that never comes back (`timeout_s`).
+  that never exists with a unique `event_id`; its `item_retrieve_invalid_item_id` error marks
+  where that input's answers end, so each answer is judged against the input that caused it,
+  and a hang shows up as a probe that never comes back (`timeout_s`).
 - The connection survives every input (no close, no 1011), except a non-UTF-8 text frame,
   which must end it with 1007 or by dropping TCP (RFC 6455 allows both).
 - At the end every response still running is cancelled and must end (rule 3), a plain
@@ -176,7 +176,7 @@ class LiveRunner:
         problem = judge(inp, events[:-1])
         if problem is not None:
             fail("answer", problem, index)
-        if events[-1].get("error", {}).get("code") != "item_not_found":
+        if events[-1].get("error", {}).get("code") != "item_retrieve_invalid_item_id":
             fail("session keeps working", f"probe answered with {events[-1]}", index)
         return True
 

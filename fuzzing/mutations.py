@@ -178,7 +178,9 @@ _BAD_RESPONSE_PARAMS: Final[tuple[Json, ...]] = (
     {"max_output_tokens": "inf2"},
     {"max_response_output_tokens": -1},
     {"conversation": "maybe"},
-    {"conversation": "none"},
+    {"input": [{"type": "item_reference"}]},
+    {"input": [{"type": "message", "role": "user"}]},
+    {"input": {"type": "item_reference", "id": "x"}},
     {"instructions": 5},
     {"metadata": {"a": 1}},
     {"metadata": "x"},
@@ -273,7 +275,7 @@ def mutated_inputs(draw: st.DrawFn) -> FuzzInput:
         ]
         if nested:
             nested[0].setdefault(
-                draw(st.sampled_from(["foo", "truncation", "tracing", "speed", "status"])),
+                draw(st.sampled_from(["foo", "include", "tracing", "speed", "status"])),
                 draw(SMALL_JSON),
             )
             # An unparseable event is named by sniffing "event_id"; a nested one must not fool it.

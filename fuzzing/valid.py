@@ -11,7 +11,8 @@ Rules:
 - Turn detection, when on, is `server_vad` or `semantic_vad` (every eagerness), either with
   `preemptive_response` on or off: a server that runs the `turn` model accepts both (the
   in-memory runner's core has one; so does a live server with all its models).
-- `conversation: "none"` (out-of-band responses) is refused with `unsupported_conversation`.
+- `conversation: "none"` (out-of-band responses) runs like any response, its items in no
+  conversation.
 - Function calling: a `session.update` or `response.create` that gives `tools` gives a
   `tool_choice` that fits them (a mode, or one of their names), and one that gives only a
   choice gives `auto` or `none`, so whatever the session holds it cannot be refused for it;
@@ -319,9 +320,6 @@ def _response_create(draw: st.DrawFn) -> Valid:
     event: dict[str, Json] = {"type": "response.create"}
     if params is not None or draw(st.booleans()):
         event["response"] = params
-    if params is not None and params.get("conversation") == "none":
-        # Out-of-band responses are refused with `unsupported_conversation`.
-        return Valid(event, "error")
     return Valid(event, "reply_or_error", frozenset({"response.created"}), starts_response=True)
 
 

@@ -230,12 +230,31 @@ def split_turns(items: tuple[Item, ...]) -> tuple[Turn, ...]:
     return tuple(turns)
 
 
-def _plan(turns: tuple[Turn, ...], limits: HistoryLimits) -> tuple[int, ContextView]:
-    """How many leading turns to evict, and the view that remains."""
+def retained(limits: HistoryLimits, ratio: float) -> HistoryLimits:
+    """The limits a cut aims at under a retention ratio (OpenAI's `truncation`): that fraction
+    of each, keeping at least the current turn's audio and one byte."""
+    return HistoryLimits(
+        max_audio_inputs=max(1, int(limits.max_audio_inputs * ratio)),
+        max_history_bytes=max(1, int(limits.max_history_bytes * ratio)),
+        max_images=int(limits.max_images * ratio),
+    )
+
+
+def _plan(
+    turns: tuple[Turn, ...], limits: HistoryLimits, retention: float | None = None
+) -> tuple[int, ContextView]:
+    """How many leading turns to evict, and the view that remains. With a `retention` ratio,
+    a history over its limits is cut down to that fraction of them (`retained`)."""
     audio = [t.has_audio_input for t in turns]
     images = [t.images for t in turns]
     sizes = [t.size_bytes for t in turns]
     total_audio, total_images, total_bytes = sum(audio), sum(images), sum(sizes)
+    if retention is not None and (
+        total_audio > limits.max_audio_inputs
+        or total_images > limits.max_images
+        or total_bytes > limits.max_history_bytes
+    ):
+        limits = retained(limits, retention)
 
     protected = len(turns) - 1  # with no user input at all, keep at least the newest turn
     for index in range(len(turns) - 1, -1, -1):
@@ -261,6 +280,8 @@ def _plan(turns: tuple[Turn, ...], limits: HistoryLimits) -> tuple[int, ContextV
 class Conversation:
     def __init__(self, limits: HistoryLimits | None = None) -> None:
         self.limits = limits if limits is not None else HistoryLimits()
+        # The session's `truncation` retention ratio (None: "auto", rule 6 as is).
+        self.retention: float | None = None
         self._items: dict[str, Item] = {}
         self._order: list[str] = []
 
@@ -338,11 +359,11 @@ class Conversation:
         return split_turns(self.items)
 
     def prompt_view(self) -> ContextView:
-        return _plan(self.turns(), self.limits)[1]
+        return _plan(self.turns(), self.limits, self.retention)[1]
 
     def prune(self) -> tuple[str, ...]:
         turns = self.turns()
-        evicted, _ = _plan(turns, self.limits)
+        evicted, _ = _plan(turns, self.limits, self.retention)
         count = sum(len(turn.items) for turn in turns[:evicted])
         removed = tuple(self._order[:count])
         del self._order[:count]

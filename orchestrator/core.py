@@ -15,7 +15,7 @@ acts):
 - Rule 2: backend output passes the fence (only the open response's number) and then the
   response's chart (only while generating).
 - Rule 3: one active response at a time (`conversation_already_has_active_response`); a cancel
-  with nothing live is the session chart's rejection (`response_not_active`).
+  with nothing live is the session chart's rejection (`response_cancel_not_active`).
 - Rule 5/6: the conversation keeps only what was heard; pruning runs at every new user input.
 - Rule 7: every client error becomes an `error` event naming the client's `event_id`.
 - One routing point keeps the charts in step: a response chart's `ResponseFinished` /
@@ -76,6 +76,7 @@ from orchestrator.protocol.errors import ProtocolError
 from orchestrator.protocol.session_config import (
     AudioFormat,
     Interruption,
+    RetentionRatio,
     SemanticVad,
 )
 from statecharts import effects as fx
@@ -176,9 +177,12 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             live.output_tokens = event.output_tokens
             if not live.audio or live.audio_ms == 0 or live.unaligned_text:
                 self.ledger.set_transcript(rid, "".join(live.text_parts))
-            heard = self.ledger.finish(rid)
-            pending = heard is None and self.ledger.pending_audio(rid)
+            if self.ledger.finish(rid, self._now_ms) is not None:
+                self._write_history(rid)  # the `generated` basis: heard once generated
+            pending = self.ledger.pending_audio(rid, self._now_ms)
             self._run_response(rid, "complete", audio_pending=pending)
+            if pending:
+                self._arm_playout(rid)
         elif isinstance(event, BackendFailed):
             self._run_response(rid, "fail", reason=event.reason)
 
@@ -205,14 +209,14 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             self._create_item(event)
         elif isinstance(event, ce.ConversationItemRetrieve):
             if event.item_id not in self.conversation:
-                self._item_not_found(event.item_id)
+                self._item_not_found(event.item_id, "retrieve")
                 return
             streaming = self._live_call_item(event.item_id)
             item = self.conversation.get(event.item_id)
             self._events.append(self.env.item_retrieved(item, streaming))
         elif isinstance(event, ce.ConversationItemDelete):
             if event.item_id not in self.conversation:
-                self._item_not_found(event.item_id)
+                self._item_not_found(event.item_id, "delete")
                 return
             self.conversation.delete(event.item_id)
             self._events.append(self.env.item_deleted(event.item_id))
@@ -239,10 +243,12 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
                 "session.audio.input.turn_detection.type",
             )
             return
-        settings = self.settings.apply(event.session)
-        if self._refuse_session_tools(event.session, settings):
-            return
-        self.settings = settings
+        # A tool choice is checked against the tools when a response starts (core_tools.py).
+        self.settings = self.settings.apply(event.session)
+        truncation = self.settings.truncation
+        self.conversation.retention = (
+            truncation.retention_ratio if isinstance(truncation, RetentionRatio) else None
+        )
         vad = self.settings.turn_detection
         policy = vad.policy if vad is not None else Interruption()
         self.chart.configure(
@@ -280,42 +286,46 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         if self.chart.is_generating:
             self._error(
                 "conversation_already_has_active_response",
-                "Conversation already has an active response in progress.",
-            )
-            return
-        if params is not None and params.conversation == "none":
-            self._error(
-                "unsupported_conversation",
-                "Out-of-band responses (conversation: none) are not supported.",
-                "response.conversation",
+                # OpenAI's words (clients match "already has an active response").
+                "Conversation already has an active response in progress: "
+                f"{self.chart.latest_response_id}. Wait until the response is finished before "
+                "creating a new one.",
             )
             return
         if self._refuse_response_tools(params):
             return
-        self._act(self.input.disarm_idle())
         self.conversation.prune()
         if adopted is not None:
             request, rid, seq = adopted.start.request, adopted.response_id, adopted.seq
         else:
-            request = self._request(params, self.conversation.prompt_view().items)
+            prompt = self._response_input(params)
+            if prompt is None:
+                return  # an item it references is unknown: told, nothing started
+            request = self._request(params, prompt)
             rid, seq = self._new_id("resp"), self.fence.issue()
+        self._act(self.input.disarm_idle())
+        # Out of band (`conversation: "none"`): nothing of it enters the conversation.
+        in_conversation = params is None or params.conversation != "none"
         modalities = request.output_modalities
         item_id = self._new_id("item")
         chart = ResponseChart(rid, seq, request)
         message = not request.call_only  # a call alone: no message item at all
-        live = LiveResponse(chart, seq, item_id, "audio" in modalities, request, message)
+        live = LiveResponse(
+            chart, seq, item_id, "audio" in modalities, request, message, in_conversation
+        )
         if live.audio and self.settings.output_format.type != "audio/pcm":
             live.encoder = OutputAudio(self.settings.output_format)
         self.live[rid] = live
         for evicted in self.ledger.open(rid, item_id):
             self._forget(evicted)
         previous = self._last_item_id()
-        if message:
+        if message and in_conversation:
             self.conversation.open_reply(item_id, rid)
         announced = item_id if message else None
-        self._events.extend(
-            self.env.response_started(rid, announced, previous, modalities, request)
+        started = self.env.response_started(
+            rid, announced, previous, modalities, request, in_conversation=in_conversation
         )
+        self._events.extend(self._output_events(live, started))
         self._run_session("response_started", response_id=rid)
         if adopted is None:
             self._run_response(rid, "start")
@@ -386,9 +396,16 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         elif isinstance(effect, fx.AnswerClear):
             self._events.append(self.env.cleared(effect.response_id or ""))
         elif isinstance(effect, fx.PauseOutput):
+            self.ledger.pause(effect.response_id, self._now_ms)
             self._events.append(se.OutputAudioBufferPaused(response_id=effect.response_id))
         elif isinstance(effect, fx.ResumeOutput):
+            self.ledger.resume(effect.response_id, self._now_ms)
+            if effect.response_id in self.live:
+                self._arm_playout(effect.response_id)
             self._events.append(se.OutputAudioBufferResumed(response_id=effect.response_id))
+        elif isinstance(effect, fx.HearByAcknowledgement):
+            for rid in self.ledger.acknowledge(effect.response_id):
+                self._write_history(rid)  # back to the empty boundary until rule 5 settles it
         elif isinstance(effect, fx.OverlapDecided):
             self._overlap_decided(effect)
         elif isinstance(effect, fx.DropInput):
@@ -435,7 +452,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
                 if effect.audio_end_ms is not None:
                     self.ledger.cut(rid, effect.audio_end_ms)
                 else:
-                    self.ledger.clear(rid)
+                    self.ledger.clear(rid, self._now_ms)
             self._write_history(rid)
         elif isinstance(effect, fx.ResponseFinished):
             self._run_session(
@@ -461,7 +478,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         elif isinstance(chunk, BackendAudio):
             ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
             live.audio_ms += ms
-            self.ledger.append(rid, ms, chunk.text)
+            self.ledger.append(rid, ms, chunk.text, self._now_ms)
             if chunk.text:
                 live.text_parts.append(chunk.text)
             # The ledger counts pcm16 ms; only the bytes the client gets change (G.711 at 8 kHz,

@@ -32,9 +32,10 @@ from orchestrator.core_tools import tool_item
 from orchestrator.inputs import (
     TranscriptReady,
 )
-from orchestrator.playback import PlaybackItemMismatch, PlaybackItemNotFound
+from orchestrator.playback import PlaybackItemNotFound
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
+from orchestrator.protocol.errors import duplicate_item
 from orchestrator.protocol.session_config import (
     AudioFormat,
 )
@@ -136,7 +137,7 @@ class ItemHandling(CoreState):
             return
         if item_id == self._pending_item_id:
             # speech_started (or timeout_triggered) already promised this id to the next turn.
-            self._error("item_already_exists", f"Item '{item_id}' already exists.", "item.id")
+            self._error(*duplicate_item(item_id), "item.id")
             return
         if isinstance(event.item, wire.MessageItem):
             fmt = self.settings.input_format
@@ -148,14 +149,39 @@ class ItemHandling(CoreState):
         try:
             self.conversation.add(item, previous)
         except conv.ItemNotFound as err:
-            self._item_not_found(err.item_id, param="previous_item_id")
+            self._item_not_found(err.item_id, "create", param="previous_item_id")
             return
         except conv.DuplicateItemId:
-            self._error("item_already_exists", f"Item '{item_id}' already exists.", "item.id")
+            self._error(*duplicate_item(item_id), "item.id")
             return
         self._announce_item(item)
         if item.role == "user":
             self.conversation.prune()
+
+    def _response_input(self, params: ce.ResponseParams | None) -> tuple[conv.Item, ...] | None:
+        """A response's prompt: `response.input` where given (its own items, and conversation
+        items by reference), else the conversation's; None when a reference is unknown (the
+        client was told)."""
+        if params is None or params.input is None:
+            return self.conversation.prompt_view().items
+        fmt = self.settings.input_format
+        items: list[conv.Item] = []
+        for index, entry in enumerate(params.input):
+            if isinstance(entry, ce.ItemReference):
+                if entry.id not in self.conversation:
+                    self._error(
+                        "item_not_found",
+                        f"Item with id '{entry.id}' not found.",
+                        f"response.input[{index}].id",
+                    )
+                    return None
+                items.append(self.conversation.get(entry.id))
+            elif isinstance(entry, wire.MessageItem):
+                content = tuple(_content_from_wire(part, fmt) for part in entry.content)
+                items.append(conv.Item(entry.id or self._new_id("item"), entry.role, content))
+            else:
+                items.append(tool_item(entry.id or self._new_id("item"), entry))
+        return tuple(items)
 
     def _announce_item(self, item: conv.Item) -> None:
         items = self.conversation.items
@@ -166,7 +192,7 @@ class ItemHandling(CoreState):
 
     def _truncate(self, item_id: str, content_index: int, audio_end_ms: int) -> None:
         if item_id not in self.conversation:
-            self._item_not_found(item_id)
+            self._item_not_found(item_id, "truncate")
             return
         item = self.conversation.get(item_id)
         rid = item.response_id
@@ -184,7 +210,8 @@ class ItemHandling(CoreState):
         if audio_end_ms > generated:
             self._error(
                 "invalid_value",
-                f"audio_end_ms {audio_end_ms} is beyond the item's {generated} ms of audio.",
+                # OpenAI's wording (clients match it)
+                f"Audio content of {generated}ms is already shorter than {audio_end_ms}ms.",
                 "audio_end_ms",
             )
             return
@@ -198,25 +225,26 @@ class ItemHandling(CoreState):
         self._events.append(self.env.item_truncated(item_id, content_index, audio_end_ms))
 
     def _ack(self, event: ce.PlaybackAck) -> None:
+        rid = event.response_id
         try:
-            result = self.ledger.ack(
-                event.response_id, event.played_ms, event.item_id, bool(event.truncate)
-            )
+            owner = self.ledger.item_id(rid)
         except PlaybackItemNotFound:
             self._error(
                 "playback_item_not_found",
-                f"Response '{event.response_id}' has no playback to acknowledge.",
+                f"Response '{rid}' has no playback to acknowledge.",
                 "response_id",
             )
             return
-        except PlaybackItemMismatch:
+        if event.item_id is not None and event.item_id != owner:
             self._error(
                 "playback_item_mismatch",
-                f"Item '{event.item_id}' is not the audio item of '{event.response_id}'.",
+                f"Item '{event.item_id}' is not the audio item of '{rid}'.",
                 "item_id",
             )
             return
-        rid = event.response_id
+        # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
+        self._run_session("playback_acked", response_id=rid)
+        result = self.ledger.ack(rid, event.played_ms, event.item_id, bool(event.truncate))
         if result.heard is not None:
             live = self.live.get(rid)
             if live is not None and live.chart.is_live and event.truncate:
@@ -228,13 +256,33 @@ class ItemHandling(CoreState):
                 self._write_history(rid)
         self._events.append(self.env.acknowledged(result))
 
+    def _arm_playout(self, rid: str) -> None:
+        """The `generated` basis: settle the reply when the playout clock has played it."""
+        ends = self.ledger.playout_ends_at(rid)
+        if self.ledger.basis != "generated" or ends is None:
+            return
+        self._timer_tokens += 1
+        self._playout_token = self._timer_tokens
+        self._actions.append(ArmTimer("playout", ends, self._playout_token))
+
+    def _played_out(self, token: int) -> None:
+        if token != self._playout_token:
+            return
+        for rid, live in list(self.live.items()):
+            if live.chart.is_live and not live.chart.is_generating:
+                if self.ledger.played_out(rid, self._now_ms):
+                    self._run_response(rid, "played")
+
     def _write_history(self, rid: str) -> None:
         heard = self.ledger.heard(rid)
         item_id = self.ledger.item_id(rid)
-        if heard is None or item_id not in self.conversation:
+        if item_id not in self.conversation:
             return
         if self.conversation.get(item_id).response_id != rid:
             return  # the reply slot was deleted and its id reused by the client's own item
+        if heard is None:
+            self.conversation.fill_reply(item_id, ())  # an estimate withdrawn: the boundary
+            return
         live = self.live.get(rid)
         is_audio = live.audio if live is not None else heard.audio_ms > 0
         content: tuple[conv.Content, ...]

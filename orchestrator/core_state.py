@@ -40,6 +40,7 @@ from orchestrator.preemption import Preemption
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
+from orchestrator.protocol.errors import ItemAction, unknown_item
 from orchestrator.protocol.session_config import (
     Interruption,
     SessionConfig,
@@ -73,6 +74,9 @@ class LiveResponse:
     audio: bool
     request: InferenceRequest
     message: bool = True
+    # False for an out-of-band response (`conversation: "none"`): its items are announced as
+    # the response's output only, never as conversation items, and never enter history.
+    in_conversation: bool = True
     # The message item as `response.output_item.done` sent it when a call closed it early.
     message_closed: wire.MessageItem | None = None
     call: LiveCall | None = None
@@ -92,7 +96,8 @@ class CoreState:
         self.settings = SessionConfig()
         self.chart = SessionChart()
         self.conversation = conv.Conversation(self.config.limits)
-        self.ledger = PlaybackLedger(self.config.playback_entries)
+        # OpenAI's basis until the client acknowledges playback (statecharts/session.py).
+        self.ledger = PlaybackLedger(self.config.playback_entries, basis="generated")
         self.fence = ResponseFence()
         self.env = Envelope(session_id)
         self.live: OrderedDict[str, LiveResponse] = OrderedDict()
@@ -105,6 +110,7 @@ class CoreState:
         self._event_id: str | None = None
         self._now_ms = 0
         self._timer_tokens = 0
+        self._playout_token = 0
         self._wait = TranscriptWait(self.config.transcript_wait_ms)
         self.overlap = OverlapTracker(
             Interruption(), transcribe=self.config.transcriber, grace_ms=self.config.grace_ms
@@ -133,6 +139,7 @@ class CoreState:
         def _known_transcripts(self, start: StartBackend) -> dict[str, str]: ...
         def _overlap(self, step: OverlapStep) -> None: ...
         def _overlap_facts(self) -> dict[str, object]: ...
+        def _played_out(self, token: int) -> None: ...
 
     @property
     def buffered_ms(self) -> int:
@@ -172,8 +179,18 @@ class CoreState:
         eid = self._event_id if event_id == "client" else event_id
         self._events.append(self.env.error(code, message, param, eid))
 
-    def _item_not_found(self, item_id: str, param: str = "item_id") -> None:
-        self._error("item_not_found", f"Item with id '{item_id}' not found.", param)
+    def _item_not_found(self, item_id: str, action: ItemAction, param: str = "item_id") -> None:
+        code, message = unknown_item(action, item_id)  # OpenAI's code for each event
+        self._error(code, message, param)
+
+    @staticmethod
+    def _output_events(live: LiveResponse, events: list[se.ServerEvent]) -> list[se.ServerEvent]:
+        """A response's output events as sent: an out-of-band one's without the
+        `conversation.item.*` events (its items are in no conversation)."""
+        if live.in_conversation:
+            return events
+        conversation_events = se.ConversationItemAdded | se.ConversationItemDone
+        return [e for e in events if not isinstance(e, conversation_events)]
 
     def _flush(self) -> Step:
         step = Step(tuple(self._events), tuple(self._actions), tuple(self._notes))

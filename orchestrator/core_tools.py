@@ -4,9 +4,12 @@ and the items a client answers with.
 Part of `SessionCore` (orchestrator/core_state.py says how the core is assembled). Rules
 (docs/protocol.md "Function calling"):
 - Tools in force: `response.create`'s `tools` / `tool_choice` where given, the session's
-  otherwise. A choice that does not fit the tools (`required` with none, a named function not
-  among them) is `invalid_value` naming it, and nothing changes: no response starts, no
-  setting is applied (`choice_problem`; the tools themselves were checked at the edge).
+  otherwise. Whether the choice fits the tools (`required` needs one, a named function must be
+  among them) is checked when a response starts, as OpenAI does, not at `session.update`: a
+  client may send the choice before its tools (LiveKit Agents does). A response whose choice
+  fits no tool in force does not start: `invalid_value` naming where the choice came from
+  (`response.tool_choice`, `response.tools` or `session.tool_choice`; `choice_problem`; the
+  tools themselves were checked at the edge).
 - Output items: a reply that is a call alone (`required`, or a named function) announces no
   message: its call is output 0. Otherwise the message is output 0 from the start, as without
   tools, and a call the model makes is output 1. The call's first piece closes the message
@@ -45,7 +48,6 @@ from orchestrator.inputs import BackendToolCall
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol.response import ResponseStatus
-from orchestrator.protocol.session_config import SessionConfig, SessionPatch
 from orchestrator.protocol.tools import FunctionTool, ToolChoice, choice_problem
 
 __all__ = ["ToolCalls", "new_call_id", "tool_item"]
@@ -79,18 +81,16 @@ class ToolCalls(CoreState):
         )
         return tools, choice
 
-    def _refuse_session_tools(self, patch: SessionPatch, settings: SessionConfig) -> bool:
-        """A `session.update` whose settings would hold a tool choice that fits no tool: an
-        error naming what it gave (True), and the caller applies nothing."""
-        given = "tool_choice" if patch.tool_choice is not None else "tools"
-        return self._refuse(settings.tools, settings.tool_choice, f"session.{given}")
-
     def _refuse_response_tools(self, params: ce.ResponseParams | None) -> bool:
-        """The same for a `response.create` that gives tools or a choice of its own."""
-        if params is None or (params.tools is None and params.tool_choice is None):
-            return False  # the session's, which fit (checked when they were set)
-        given = "tool_choice" if params.tool_choice is not None else "tools"
-        return self._refuse(*self._tools_for(params), f"response.{given}")
+        """A response (the client's or server VAD's) whose tool choice fits no tool in force:
+        an error naming where the choice came from (True), and no response starts."""
+        if params is not None and params.tool_choice is not None:
+            given = "response.tool_choice"
+        elif params is not None and params.tools is not None:
+            given = "response.tools"
+        else:
+            given = "session.tool_choice"
+        return self._refuse(*self._tools_for(params), given)
 
     def _refuse(self, tools: tuple[FunctionTool, ...], choice: ToolChoice, param: str) -> bool:
         problem = choice_problem(tools, choice)
@@ -119,16 +119,18 @@ class ToolCalls(CoreState):
             events, item = self.env.message_done(
                 rid, live.item_id, True, transcript=transcript, audio=live.audio
             )
-            self._events.extend(events)
+            self._events.extend(self._output_events(live, events))
             live.message_closed = item
         out = CallOutput(self._new_id("item"), new_call_id(), name, 1 if live.message else 0)
-        # Right after the response's message slot (a client's items may have come since).
-        after = live.item_id if self._owns_slot(live.item_id, rid) else None
-        self.conversation.add(conv.Item(out.item_id, "assistant", (), rid), after)
-        items = self.conversation.items
-        index = next(i for i, it in enumerate(items) if it.id == out.item_id)
-        previous = items[index - 1].id if index > 0 else None
-        self._events.extend(self.env.call_started(rid, out, previous))
+        previous = None
+        if live.in_conversation:
+            # Right after the response's message slot (a client's items may have come since).
+            after = live.item_id if self._owns_slot(live.item_id, rid) else None
+            self.conversation.add(conv.Item(out.item_id, "assistant", (), rid), after)
+            items = self.conversation.items
+            index = next(i for i, it in enumerate(items) if it.id == out.item_id)
+            previous = items[index - 1].id if index > 0 else None
+        self._events.extend(self._output_events(live, self.env.call_started(rid, out, previous)))
         return LiveCall(out)
 
     def _owns_slot(self, item_id: str, rid: str) -> bool:
@@ -155,12 +157,12 @@ class ToolCalls(CoreState):
             events, item = self.env.message_done(
                 rid, live.item_id, completed, transcript=transcript, audio=live.audio
             )
-            self._events.extend(events)
+            self._events.extend(self._output_events(live, events))
             output.append(item)
         if live.call is not None:
             arguments = "".join(live.call.arguments)
             events, call = self.env.call_done(rid, live.call.out, arguments, completed)
-            self._events.extend(events)
+            self._events.extend(self._output_events(live, events))
             output.append(call)
         self._events.append(
             self.env.response_done(
@@ -170,6 +172,8 @@ class ToolCalls(CoreState):
                 output=tuple(output),
                 audio=live.audio,
                 output_tokens=live.output_tokens,
+                metadata=live.request.metadata or None,
+                in_conversation=live.in_conversation,
             )
         )
 

@@ -193,6 +193,8 @@ class TurnTaking(CoreState):
         elif fired.kind == "overlap_resume":
             if self.overlap.resume_due(fired.token):
                 self._run_session("resume_timer", **self._overlap_facts())
+        elif fired.kind == "playout":
+            self._played_out(fired.token)
         else:
             # Waited long enough: start with the transcripts known.
             self._release(self._wait.expired(fired.token))
@@ -260,15 +262,21 @@ class TurnTaking(CoreState):
         if held is None:
             self._create_response(None)
             return
-        self._notes.append(PreemptNoted("used"))
         self._create_response(None, adopted=held)
+        if held.response_id not in self.live:
+            # Refused (its tool choice fits no tool in force): it never becomes a response.
+            self._discard(held, "not_answered")
+            return
+        self._notes.append(PreemptNoted("used"))
         for event in held.take_held():
             self._backend(event)
 
     def _drop_preemption(self, reason: fx.PreemptDropReason) -> None:
         held, self._preemption = self._preemption, None
-        if held is None:
-            return
+        if held is not None:
+            self._discard(held, reason)
+
+    def _discard(self, held: Preemption, reason: fx.PreemptDropReason) -> None:
         self._notes.append(PreemptNoted("dropped", reason))
         self.fence.close(held.seq)
         if held.started:

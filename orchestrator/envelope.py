@@ -189,6 +189,8 @@ class Envelope:
         rid: str,
         modalities: tuple[Modality, ...],
         status: ResponseStatus = "in_progress",
+        *,
+        in_conversation: bool = True,
         **extra: object,
     ) -> Response:
         audio = None
@@ -200,7 +202,8 @@ class Envelope:
         return Response(
             id=rid,
             status=status,
-            conversation_id=self.conversation_id,
+            # An out-of-band response (`conversation: "none"`) is in no conversation.
+            conversation_id=self.conversation_id if in_conversation else None,
             output_modalities=modalities,
             max_output_tokens=self._settings.max_output_tokens,
             audio=audio,
@@ -214,11 +217,18 @@ class Envelope:
         previous_item_id: str | None,
         modalities: tuple[Modality, ...],
         request: InferenceRequest,
+        *,
+        in_conversation: bool = True,
     ) -> list[OutEvent]:
         """`response.created` and its message item; `item_id` None: the reply is a call alone,
         whose item is announced with the call (`call_started`)."""
         created = se.ResponseCreated(
-            response=self._response(rid, modalities, metadata=request.metadata or None)
+            response=self._response(
+                rid,
+                modalities,
+                in_conversation=in_conversation,
+                metadata=request.metadata or None,
+            )
         )
         if item_id is None:
             return [created]
@@ -330,6 +340,8 @@ class Envelope:
         output: tuple[wire.Item, ...],
         audio: bool,
         output_tokens: int,
+        metadata: dict[str, str] | None = None,
+        in_conversation: bool = True,
     ) -> OutEvent:
         modalities: tuple[Modality, ...] = ("audio",) if audio else ("text",)
         details = None
@@ -352,7 +364,14 @@ class Envelope:
         )
         return se.ResponseDone(
             response=self._response(
-                rid, modalities, status, status_details=details, output=output, usage=usage
+                rid,
+                modalities,
+                status,
+                in_conversation=in_conversation,
+                status_details=details,
+                output=output,
+                usage=usage,
+                metadata=metadata,
             )
         )
 

@@ -140,7 +140,7 @@ class TurnPrediction:
     error: str | None = None
 
 
-TimerKind = Literal["idle", "transcripts", "overlap_grace", "overlap_resume"]
+TimerKind = Literal["idle", "transcripts", "overlap_grace", "overlap_resume", "playout"]
 
 
 @dataclass(frozen=True, slots=True)

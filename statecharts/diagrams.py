@@ -9,9 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from statemachine.contrib.diagram import DotGraphMachine, MermaidGraphMachine
+from statemachine.contrib.diagram.extract import extract
 from statemachine.contrib.diagram.graphviz import run_graphviz
+from statemachine.contrib.diagram.renderers.dot import DotRenderer
 
 from statecharts.base import Chart
 from statecharts.connection import ConnectionChart
@@ -37,9 +40,28 @@ class Diagram:
     svg: str
 
 
+class _KeepAliveDotRenderer(DotRenderer):
+    """The library names each cluster's pseudo-nodes after `id()` of its parent subgraph, and
+    lets go of some subgraphs while it renders: a freed id can come back for the next one, and
+    two clusters then share a name (graphviz merges them; which ones depends on the process's
+    memory, so the SVG changed from run to run). Holding every parent subgraph until the
+    render is over makes each id unique; `stable_ids` then numbers them in order."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config=config)
+        self._alive: list[Any] = []
+
+    def _render_states(
+        self, states: Any, transitions: Any, parent_graph: Any, extra_nodes: Any = None
+    ) -> None:
+        self._alive.append(parent_graph)
+        super()._render_states(states, transitions, parent_graph, extra_nodes)
+
+
 def render(name: str, chart: type[Chart]) -> Diagram:
     mermaid = MermaidGraphMachine(chart).get_mermaid()
-    dot = stable_ids(DotGraphMachine(chart).get_graph().to_string())
+    renderer = _KeepAliveDotRenderer(DotGraphMachine(chart)._build_config())
+    dot = stable_ids(renderer.render(extract(chart)).to_string())
     svg = run_graphviz(dot, "svg").decode("utf-8")
     return Diagram(name, mermaid, normalize_svg(svg))
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 ResponseStatus = Literal["completed", "cancelled", "failed", "incomplete"]
 HistoryMode = Literal["full", "cut"]
-RejectCode = Literal["input_audio_buffer_commit_empty", "response_not_active"]
+RejectCode = Literal["input_audio_buffer_commit_empty", "response_cancel_not_active"]
 # What the overlap's latest partial transcript says (orchestrator/overlap.py): none back yet,
 # words that are not backchannels, only backchannels, or nothing at all (noise).
 Heard = Literal["nothing", "words", "backchannel", "noise"]
@@ -203,6 +203,15 @@ class DropInput:
 
 
 @dataclass(frozen=True, slots=True)
+class HearByAcknowledgement:
+    """The client acknowledges playback: from now on the playback ledger builds history from
+    its ACKs (rule 5), no longer from what was generated (docs/protocol.md "History without
+    acknowledgements"). `response_id` is the reply the first ACK names."""
+
+    response_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class StartPreemptive:
     """Start a preemptive response on the turn so far (orchestrator/preemption.py): its
     output is held, nothing of it is sent until it is adopted."""
@@ -279,6 +288,7 @@ Effect = (
     | ResumeOutput
     | OverlapDecided
     | DropInput
+    | HearByAcknowledgement
     | StartPreemptive
     | AdoptPreemptive
     | DropPreemptive

@@ -22,7 +22,7 @@ Rules it guarantees (docs/protocol.md):
   A clear of the latest response with nothing live is still answered (`AnswerClear`): the
   client's buffer is empty now.
 - Rule 3: a `cancel` with nothing live (no live latest response, and the named one, if any,
-  not live either) is rejected (`Reject("response_not_active")`), like the empty commit.
+  not live either) is rejected (`Reject("response_cancel_not_active")`), like the empty commit.
 - `close` (the session ends: expiry, drain) interrupts the latest response only while it is
   generating, so it gets its terminal; a reply already generated is left as it stands.
 - The output region hears of a response's end only through the response chart's own
@@ -33,6 +33,15 @@ Rules it guarantees (docs/protocol.md):
 - Each region is in exactly one state at a time. Self-transitions of atomic states are
   external: python-statemachine 3.2's internal self-transition of an atomic state in one
   region re-enters the other region's initial state (a corrupt configuration).
+
+History basis (docs/protocol.md "History without acknowledgements"), the heard_by region
+(generated -> acknowledged):
+
+- A session starts as OpenAI's does: a reply is heard once generated, cut by the client's
+  truncate or, at a barge-in, clear or cancel, at the server's playout estimate.
+- The first valid `playback.ack` (`playback_acked`) moves it to `acknowledged` for good,
+  emitting `HearByAcknowledgement` once: rule 5 as written decides from then on. No event
+  leads back.
 
 Preemptive responses (`preemptive_response`, docs/protocol.md "Semantic end of turn and
 preemptive responses"), the preemption region (standby -> running):
@@ -97,6 +106,7 @@ from statecharts.effects import (
     CreateResponse,
     DropInput,
     DropPreemptive,
+    HearByAcknowledgement,
     Heard,
     InterruptResponse,
     InterruptResponses,
@@ -249,6 +259,12 @@ class SessionChart(Chart):
                 interrupted, on="_on_close_paused"
             )
             interrupted.to(idle)
+
+        class heard_by(State.Compound):
+            generated = State(initial=True)
+            acknowledged = State()
+
+            playback_acked = generated.to(acknowledged, on="_on_first_ack")
 
         class preemption(State.Compound):
             standby = State(initial=True)
@@ -416,6 +432,10 @@ class SessionChart(Chart):
             return create_response
         return self.vad_turns() and self.create_response and audio_end_ms is not None
 
+    # The heard_by region --------------------------------------------------------------
+    def _on_first_ack(self, response_id: str) -> None:
+        self.emit(HearByAcknowledgement(response_id))
+
     # The preemption region -------------------------------------------------------------
     def _on_preempt(self) -> None:
         self.emit(StartPreemptive())
@@ -446,7 +466,11 @@ class SessionChart(Chart):
             self._drop("not_answered")
 
     def _reject_cancel(self) -> None:
-        self.emit(Reject("response_not_active", "There is no active response to cancel."))
+        # OpenAI's code and message: Pipecat ignores this code only (any other error is fatal
+        # to it), LiveKit this message's opening.
+        self.emit(
+            Reject("response_cancel_not_active", "Cancellation failed: no active response found")
+        )
 
     def _answer_clear(self, response_id: str | None = None) -> None:
         self.emit(AnswerClear(response_id))

@@ -20,13 +20,18 @@ turntaker_models/tool_calls.py:
   (the call's fixed text) are fed to the model several per forward pass without sampling,
   the first ones together with the prompt. The cancel check stays before every forward pass.
 - max_tokens still holds: a call it cuts ends with unclosed arguments ("length").
+
+Nothing of the chat template is ever spoken or sent as text: the decode skips special tokens,
+generation stops at the turn tokens (`STOP_TOKENS`: a `<|im_start|>` would be followed by a
+role header, the rest is another turn), and the `ToolCallStream` drops the markup SmolLM2
+echoes from its prompt as plain text (`<tool_response>` blocks, stray tags: tool_calls.py).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,12 +66,15 @@ IMAGE_PLACEHOLDER = "[image]"
 # An audio part with neither a TRANSCRIPTS entry nor a transcript: the model should know the
 # user said something it could not make out, not see the part vanish.
 UNHEARD_AUDIO = "[inaudible]"
-STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+# The end of the assistant's turn, and the start of another (a role header would follow).
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 # A sentence ends at . ! or ? (runs of them too) followed by whitespace, or at a newline.
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
 
 
-def _part_texts(message: Message, transcripts: Sequence[str]) -> list[str]:
+def _part_texts(
+    message: Message, transcripts: Sequence[str], names: Mapping[str, str] | None = None
+) -> list[str]:
     pieces: list[str] = []
     for part in message.content:
         if isinstance(part, TextPart):
@@ -79,7 +87,10 @@ def _part_texts(message: Message, transcripts: Sequence[str]) -> list[str]:
         elif isinstance(part, ToolCallPart):
             pieces.append(render_call(part.name, part.arguments))
         elif isinstance(part, ToolResultPart):
-            pieces.append(f"<tool_response>\n{part.output}\n</tool_response>")
+            # In plain words, not Hermes' <tool_response> block: SmolLM2 was never taught that
+            # block, and shown one it only echoes it back (nothing left to speak).
+            name = (names or {}).get(part.call_id, "function")
+            pieces.append(f"The {name} tool returned: {part.output}")
     return pieces
 
 
@@ -89,6 +100,12 @@ def render_messages(
     """The conversation as chat-template messages, with a default system prompt if it has none
     and the signatures of `tools` (if any) at the end of the system message."""
     messages: list[dict[str, str]] = []
+    names = {
+        part.call_id: part.name
+        for message in conversation.messages
+        for part in message.content
+        if isinstance(part, ToolCallPart)
+    }
     # Whether messages[-1] holds tool results.
     results = False
     for message in conversation.messages:
@@ -98,7 +115,7 @@ def render_messages(
             # heard a reply, so none belongs in the history, and a 135M model shown an empty
             # assistant turn readily imitates it by answering with <|im_end|> straight away.
             continue
-        content = "\n".join(_part_texts(message, transcripts))
+        content = "\n".join(_part_texts(message, transcripts, names))
         if message.role == "tool" and results:
             # Results of consecutive tool messages share one user message, as in Qwen2.5's
             # template.
@@ -118,9 +135,21 @@ def render_messages(
     return messages
 
 
-def prompt_tools(params: GenerationParameters) -> list[ToolSpec]:
-    """The tools the model is shown: none under tool_choice "none"."""
-    return [] if params.tool_choice == "none" else list(params.tools)
+def prompt_tools(
+    params: GenerationParameters, conversation: Conversation | None = None
+) -> list[ToolSpec]:
+    """The tools the model is shown: none under tool_choice "none", nor under "auto" when it
+    answers a tool's result (the conversation ends with one). SmolLM2-135M, shown the tools
+    there, calls the same function again or echoes the result instead of answering, and it
+    never calls on its own under "auto" anyway; "required" and a named function are decoded
+    under the call's grammar whatever it is shown."""
+    if params.tool_choice == "none":
+        return []
+    answering = conversation is not None and bool(conversation.messages)
+    if answering and conversation is not None and conversation.messages[-1].role == "tool":
+        if params.tool_choice == "auto":
+            return []
+    return list(params.tools)
 
 
 class SentenceCutter:
@@ -240,8 +269,11 @@ class _Answer:
 
     @property
     def over(self) -> bool:
-        """Nothing more can be said: a call closed, turned out malformed or is dropped."""
-        return self._calls.call_done or self._calls.malformed or self._forwarded is False
+        """Nothing more can be said: a call closed, turned out malformed or is dropped (at once
+        when no function is offered), or the text marked the end of the turn."""
+        calls = self._calls
+        dropped = self._forwarded is False or (calls.in_call and not self._offered)
+        return calls.call_done or calls.malformed or calls.ended or dropped
 
     def push(self, token: int) -> list[Step]:
         delta = self._detok.push(token)
@@ -301,12 +333,14 @@ class Decoder:
         self.fast_forward = fast_forward
         # Built once (~0.3 s); every constrained generation's matcher shares it.
         self.grammar_tokenizer = ll_tokenizer(tokenizer)
-        ids = {tokenizer.convert_tokens_to_ids(t) for t in STOP_TOKENS}
+        # Only the stop tokens the vocabulary holds: an unknown one converts to the unknown
+        # token's id, which may be a stop token itself (SmolLM2's is <|endoftext|>).
+        vocab = tokenizer.get_vocab()
+        ids = {vocab[t] for t in STOP_TOKENS if t in vocab}
         ids.add(tokenizer.eos_token_id)
         eos = model.config.eos_token_id
         ids.update(eos if isinstance(eos, list) else [eos])
-        unknown = tokenizer.unk_token_id
-        self.stop_ids = frozenset(i for i in ids if isinstance(i, int) and i != unknown)
+        self.stop_ids = frozenset(i for i in ids if isinstance(i, int))
         self.context = int(model.config.max_position_embeddings)
 
     def prompt_ids(
@@ -315,7 +349,7 @@ class Decoder:
         transcripts: Sequence[str] = (),
         params: GenerationParameters | None = None,
     ) -> list[int]:
-        tools = prompt_tools(params) if params is not None else []
+        tools = prompt_tools(params, conversation) if params is not None else []
         text = self.tokenizer.apply_chat_template(
             render_messages(conversation, transcripts, tools),
             tokenize=False,
@@ -359,7 +393,8 @@ class Decoder:
             )
         budget = min(params.max_tokens, self.context - len(prompt))
         generator = torch.Generator().manual_seed(params.seed)
-        answer = _Answer(self.tokenizer, [t.name for t in prompt_tools(params)], stats, began)
+        offered = [t.name for t in prompt_tools(params, conversation)]
+        answer = _Answer(self.tokenizer, offered, stats, began)
         from transformers import DynamicCache
 
         cache: Any = DynamicCache()

@@ -96,8 +96,19 @@ class ConversationItemTruncate(
     audio_end_ms: NonNegative
 
 
+class ItemReference(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="item_reference"
+):
+    """`{type: "item_reference", id}` in `response.input`: a conversation item by id."""
+
+    id: str
+
+
 class ResponseParams(msgspec.Struct, frozen=True, kw_only=True):
-    """Per-response overrides of `response.create`; None means "use the session's"."""
+    """Per-response overrides of `response.create`; None means "use the session's".
+
+    `conversation: "none"` is an out-of-band response (nothing of it enters the conversation);
+    `input`, when given, is the response's whole prompt instead of the conversation's."""
 
     output_modalities: tuple[Modality, ...] | None = None
     instructions: str | None = None
@@ -106,6 +117,7 @@ class ResponseParams(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] | None = None
     tools: tuple[FunctionTool, ...] | None = None
     tool_choice: ToolChoice | None = None
+    input: tuple[Item | ItemReference, ...] | None = None
 
 
 class ResponseCreate(_ClientEvent, frozen=True, kw_only=True, tag="response.create"):

@@ -21,10 +21,11 @@ from types import MappingProxyType
 from typing import Annotated, Final, Literal
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from .client import (
     ConversationItemCreate,
+    ItemReference,
     NonNegative,
     PlaybackAck,
     ResponseCreate,
@@ -44,7 +45,7 @@ from .items import (
     OutputText,
     Role,
 )
-from .session_config import AudioFormat
+from .session_config import PCM16, AudioFormat
 from .session_wire import WireMaxTokens, normalize_modalities
 from .tools import (
     FunctionTool,
@@ -72,7 +73,7 @@ class _BetaText(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag
 
 
 class _BetaAudio(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="audio"):
-    audio: bytes | None = None
+    audio: bytes | UnsetType | None = UNSET
     transcript: str | None = None
 
 
@@ -112,6 +113,7 @@ class WireResponseParams(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] | None = None
     tools: WireTools | None = None
     tool_choice: WireToolChoice | None = None
+    input: tuple[WireItem, ...] | None = None
     # beta
     modalities: tuple[str, ...] | None = None
     max_response_output_tokens: WireMaxTokens | None = None
@@ -214,7 +216,7 @@ def _part(part: WireContentPart, role: Role, fmt: AudioFormat, param: str) -> Co
             return OutputAudio(audio=part.audio, transcript=part.transcript)
         part = InputAudio(audio=part.audio, transcript=part.transcript)
     if isinstance(part, InputAudio):
-        if part.audio is None:
+        if not isinstance(part.audio, bytes):
             raise InvalidInput(
                 "missing_required_parameter",
                 f"Missing required parameter: '{param}.audio'.",
@@ -238,32 +240,40 @@ def _required(value: str | None, param: str) -> str:
     return value
 
 
-def _item(item: WireItem, input_format: AudioFormat) -> Item:
+def _item(item: WireItem, input_format: AudioFormat, at: str = "item") -> Item:
     if item.type == "function_call":
         return FunctionCallItem(
             id=item.id,
             call_id=item.call_id,
-            name=_required(item.name, "item.name"),
-            arguments=_required(item.arguments, "item.arguments"),
+            name=_required(item.name, f"{at}.name"),
+            arguments=_required(item.arguments, f"{at}.arguments"),
         )
     if item.type == "function_call_output":
         return FunctionCallOutputItem(
             id=item.id,
-            call_id=_required(item.call_id, "item.call_id"),
-            output=_required(item.output, "item.output"),
+            call_id=_required(item.call_id, f"{at}.call_id"),
+            output=_required(item.output, f"{at}.output"),
         )
     if item.type != "message":
         raise InvalidInput(
             "invalid_value",
             f"Unsupported item type '{item.type[:64]}'; use 'message', 'function_call' or "
             "'function_call_output'.",
-            "item.type",
+            f"{at}.type",
         )
     role, parts = item.role, item.content
     if role is None or parts is None:
-        raise _missing("item.role" if role is None else "item.content")
-    content = tuple(_part(p, role, input_format, f"item.content[{i}]") for i, p in enumerate(parts))
+        raise _missing(f"{at}.role" if role is None else f"{at}.content")
+    content = tuple(_part(p, role, input_format, f"{at}.content[{i}]") for i, p in enumerate(parts))
     return MessageItem(id=item.id, role=role, content=content)
+
+
+def _input_item(item: WireItem, input_format: AudioFormat, at: str) -> Item | ItemReference:
+    """An item of `response.input`: any item `conversation.item.create` takes, or a
+    reference to a conversation item."""
+    if item.type == "item_reference":
+        return ItemReference(id=_required(item.id, f"{at}.id"))
+    return _item(item, input_format, at)
 
 
 def normalize_item_create(
@@ -276,7 +286,9 @@ def normalize_item_create(
     )
 
 
-def normalize_response_create(wire: WireResponseCreate) -> ResponseCreate:
+def normalize_response_create(
+    wire: WireResponseCreate, input_format: AudioFormat = PCM16
+) -> ResponseCreate:
     r = wire.response
     if r is None:
         return ResponseCreate(event_id=wire.event_id)
@@ -304,5 +316,11 @@ def normalize_response_create(wire: WireResponseCreate) -> ResponseCreate:
             metadata=r.metadata,
             tools=tools,
             tool_choice=tool_choice,
+            input=None
+            if r.input is None
+            else tuple(
+                _input_item(item, input_format, f"response.input[{i}]")
+                for i, item in enumerate(r.input)
+            ),
         ),
     )

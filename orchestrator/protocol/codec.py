@@ -81,6 +81,9 @@ class _Envelope(msgspec.Struct):
 
 _ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
 
+_TYPE_NAMES: Final = [f"'{t}'" for t in sorted(CLIENT_EVENT_TYPES)]
+_SUPPORTED_TYPES: Final = ", ".join(_TYPE_NAMES[:-1]) + f", and {_TYPE_NAMES[-1]}"
+
 # Malformed or oversize input cannot be parsed, but the client's event_id is usually near
 # the start; finding it there lets even those errors point at the event that caused them.
 _SNIFF_WINDOW: Final = 4096
@@ -162,16 +165,17 @@ def _invalid_event(
     event_id = env.event_id if isinstance(env.event_id, str) else None
     if env.type is UNSET or env.type is None:
         return ProtocolError(
-            code="missing_type",
-            message="The event has no 'type'.",
+            code="missing_required_parameter",
+            message="Missing required parameter: 'type'.",
             param="type",
             event_id=event_id,
         )
     if not isinstance(env.type, str) or env.type not in CLIENT_EVENT_TYPES:
-        shown = repr(env.type)[:80]
+        # OpenAI's answer, word for word up to the list (which is ours).
+        shown = f"'{env.type[:64]}'" if isinstance(env.type, str) else repr(env.type)[:64]
         return ProtocolError(
-            code="unknown_event_type",
-            message=f"Unknown event type {shown}.",
+            code="invalid_value",
+            message=f"Invalid value: {shown}. Supported values are: {_SUPPORTED_TYPES}.",
             param="type",
             event_id=event_id,
         )
@@ -213,7 +217,7 @@ def _decode(
         if isinstance(wire, WireConversationItemCreate):
             return normalize_item_create(wire, input_audio_format)
         if isinstance(wire, WireResponseCreate):
-            return normalize_response_create(wire)
+            return normalize_response_create(wire, input_audio_format)
         if isinstance(wire, WirePlaybackAck):
             return normalize_playback_ack(wire)
         return wire

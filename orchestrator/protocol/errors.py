@@ -2,6 +2,9 @@
 
 A `ProtocolError` is a value, not an exception: `decode_client_event` returns it so the
 session loop answers with an `error` event and carries on, instead of unwinding.
+
+Where OpenAI has a code for the case, the code and the opening of the message are OpenAI's:
+clients match on them (docs/protocol.md, "Wire parity with OpenAI").
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ import msgspec
 __all__ = [
     "ErrorCode",
     "InvalidInput",
+    "ItemAction",
     "ProtocolError",
+    "UnknownItemCode",
+    "duplicate_item",
     "from_validation_error",
+    "unknown_item",
 ]
 
 ErrorCode = Literal[
     "message_too_large",
     "invalid_json",
-    "unknown_event_type",
-    "missing_type",
     "invalid_value",
     "missing_required_parameter",
     "invalid_base64",
@@ -32,6 +37,43 @@ ErrorCode = Literal[
     "invalid_audio_length",
     "invalid_function_parameters",
 ]
+
+
+ItemAction = Literal["retrieve", "delete", "truncate", "create"]
+UnknownItemCode = Literal[
+    "item_retrieve_invalid_item_id",
+    "item_delete_invalid_item_id",
+    "item_truncate_invalid_item_id",
+    "item_not_found",
+]
+
+# OpenAI's code and wording per client event; `create` is a `previous_item_id` that names no
+# item, for which OpenAI's code is not known: ours, in OpenAI's words.
+_UNKNOWN_ITEM: Final[dict[ItemAction, tuple[UnknownItemCode, str]]] = {
+    "retrieve": ("item_retrieve_invalid_item_id", "Error retrieving item"),
+    "delete": ("item_delete_invalid_item_id", "Error deleting item"),
+    "truncate": ("item_truncate_invalid_item_id", "Error truncating item"),
+    "create": ("item_not_found", "Error adding item"),
+}
+
+
+def unknown_item(action: ItemAction, item_id: str) -> tuple[UnknownItemCode, str]:
+    """The code and message for an item id the conversation does not hold.
+
+    Pipecat fails its `retrieve_conversation_item` on `item_retrieve_invalid_item_id` (any other
+    code is fatal to it); clients ignore `item_truncate_invalid_item_id` and
+    `item_delete_invalid_item_id` as the races they are."""
+    code, doing = _UNKNOWN_ITEM[action]
+    what = "the previous item" if action == "create" else "the item"
+    return code, f"{doing}: {what} with id '{item_id}' does not exist."
+
+
+def duplicate_item(item_id: str) -> tuple[Literal["item_create_duplicate_item_id"], str]:
+    """OpenAI's answer to an item id already in use (LiveKit takes it as "already there")."""
+    return (
+        "item_create_duplicate_item_id",
+        f"Error adding item: an item with id '{item_id}' already exists.",
+    )
 
 
 class ProtocolError(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 __all__ = [
     "ContentPart",
@@ -31,8 +32,8 @@ Role = Literal["user", "assistant", "system"]
 ItemStatus = Literal["completed", "incomplete", "in_progress"]
 
 
-# omit_defaults: OpenAI leaves absent optional keys out of content parts (no `"audio": null`
-# next to every transcript), and audio bytes must never be echoed by accident.
+# omit_defaults on the text and image parts: OpenAI leaves their absent optional keys out (an
+# image's `detail`).
 class InputText(
     msgspec.Struct,
     frozen=True,
@@ -44,17 +45,13 @@ class InputText(
     text: str
 
 
-class InputAudio(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    omit_defaults=True,
-    tag_field="type",
-    tag="input_audio",
-):
-    # Required on `conversation.item.create` (the codec checks); None once stripped for
-    # the server's echo of the item.
-    audio: bytes | None = None
+# Audio parts render like OpenAI's: `transcript` always (null until there is one: the JS Agents
+# SDK's item schema requires the key, and a ZodError there is uncaught in the app), `audio` never
+# in the server's echo (UNSET: left out), though a client may send it.
+class InputAudio(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="input_audio"):
+    # Required on `conversation.item.create` (the codec checks); UNSET once stripped for the
+    # server's echo of the item.
+    audio: bytes | UnsetType | None = UNSET
     transcript: str | None = None
 
 
@@ -81,15 +78,8 @@ class OutputText(
     text: str
 
 
-class OutputAudio(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    omit_defaults=True,
-    tag_field="type",
-    tag="output_audio",
-):
-    audio: bytes | None = None
+class OutputAudio(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="output_audio"):
+    audio: bytes | UnsetType | None = UNSET
     transcript: str | None = None
 
 
@@ -108,13 +98,13 @@ class MessageItem(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
     def without_audio(self) -> MessageItem:
         """The item as the server echoes it: audio bytes dropped, transcripts kept."""
         if not any(
-            isinstance(p, InputAudio | OutputAudio) and p.audio is not None for p in self.content
+            isinstance(p, InputAudio | OutputAudio) and p.audio is not UNSET for p in self.content
         ):
             return self
         parts: list[ContentPart] = []
         for part in self.content:
-            if isinstance(part, InputAudio | OutputAudio) and part.audio is not None:
-                part = msgspec.structs.replace(part, audio=None)
+            if isinstance(part, InputAudio | OutputAudio) and part.audio is not UNSET:
+                part = msgspec.structs.replace(part, audio=UNSET)
             parts.append(part)
         return msgspec.structs.replace(self, content=tuple(parts))
 

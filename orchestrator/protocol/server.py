@@ -64,6 +64,7 @@ __all__ = [
     "SessionResumed",
     "SessionUpdated",
     "TranscriptionError",
+    "TranscriptionInputTokenDetails",
     "TranscriptionUsageDuration",
     "TranscriptionUsageTokens",
     "response_part",
@@ -173,12 +174,19 @@ class InputAudioBufferTimeoutTriggered(
 # --- input transcription ---------------------------------------------------------------
 
 
+class TranscriptionInputTokenDetails(msgspec.Struct, frozen=True, kw_only=True):
+    text_tokens: int = 0
+    audio_tokens: int = 0
+
+
 class TranscriptionUsageTokens(
     msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tokens"
 ):
     input_tokens: int
     output_tokens: int
     total_tokens: int
+    # OpenAI sends it; the JS Agents SDK's schema requires it.
+    input_token_details: TranscriptionInputTokenDetails = TranscriptionInputTokenDetails()
 
 
 class TranscriptionUsageDuration(
@@ -187,7 +195,9 @@ class TranscriptionUsageDuration(
     seconds: float
 
 
-class TranscriptionError(msgspec.Struct, frozen=True, kw_only=True):
+# omit_defaults: the JS Agents SDK's schema takes these as strings or absent, never null (a
+# null `param` makes it drop the whole event).
+class TranscriptionError(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     type: str
     code: str | None = None
     message: str | None = None
@@ -253,7 +263,7 @@ ResponsePart = ResponsePartAudio | ResponsePartText
 def response_part(part: OutputAudio | OutputText) -> ResponsePart:
     """The content-part-event spelling of an assistant item's content part."""
     if isinstance(part, OutputAudio):
-        return ResponsePartAudio(audio=part.audio, transcript=part.transcript)
+        return ResponsePartAudio(audio=part.audio or None, transcript=part.transcript)
     return ResponsePartText(text=part.text)
 
 

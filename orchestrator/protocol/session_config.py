@@ -48,10 +48,16 @@ MaxTokens = int | Literal["inf"]
 
 
 class AudioFormat(msgspec.Struct, frozen=True, kw_only=True):
-    """A wire audio format; `rate` is implied by `type` today but kept explicit for math."""
+    """A wire audio format, rendered as OpenAI's: `{type: "audio/pcm", rate: 24000}`, and the
+    G.711 ones (always 8 kHz) without a `rate` (`{type: "audio/pcmu"}`)."""
 
     type: AudioFormatType
-    rate: int
+    # The sample rate of audio/pcm; UNSET (left out) for G.711.
+    pcm_rate: int | UnsetType = msgspec.field(default=UNSET, name="rate")
+
+    @property
+    def rate(self) -> int:
+        return self.pcm_rate if isinstance(self.pcm_rate, int) else 8000
 
     @property
     def bytes_per_ms(self) -> int:
@@ -60,9 +66,9 @@ class AudioFormat(msgspec.Struct, frozen=True, kw_only=True):
         return width * self.rate // 1000
 
 
-PCM16: Final = AudioFormat(type="audio/pcm", rate=24000)
-PCMU: Final = AudioFormat(type="audio/pcmu", rate=8000)
-PCMA: Final = AudioFormat(type="audio/pcma", rate=8000)
+PCM16: Final = AudioFormat(type="audio/pcm", pcm_rate=24000)
+PCMU: Final = AudioFormat(type="audio/pcmu")
+PCMA: Final = AudioFormat(type="audio/pcma")
 
 
 InterruptionMode = Literal["immediate", "pause"]
@@ -206,6 +212,21 @@ class Transcription(msgspec.Struct, frozen=True, kw_only=True):
     prompt: str | None = None
 
 
+class RetentionRatio(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="retention_ratio"
+):
+    """OpenAI's `truncation: {type: "retention_ratio", retention_ratio}`: when the history must
+    be cut, cut it down to this fraction of each limit at once (fewer, larger cuts: the
+    prompt's unchanged prefix lasts longer)."""
+
+    retention_ratio: float
+
+
+# "auto": rule 6's pruning as is. ("disabled" is refused at the edge: a session's history
+# is always bounded here.)
+Truncation = Literal["auto"] | RetentionRatio
+
+
 class SessionPatch(msgspec.Struct, frozen=True, kw_only=True):
     """A normalized `session.update`. None means "not given".
 
@@ -223,6 +244,7 @@ class SessionPatch(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: MaxTokens | None = None
     tools: tuple[FunctionTool, ...] | None = None
     tool_choice: ToolChoice | None = None
+    truncation: Truncation | None = None
 
 
 class SessionAudioInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -247,7 +269,8 @@ class SessionObject(msgspec.Struct, frozen=True, kw_only=True):
     """The GA `session` object of `session.created` / `session.updated`.
 
     Fields we do not implement (tracing, prompt) are rendered with their "off" values so
-    clients that read them find the key.
+    clients that read them find the key. `truncation` is OpenAI's default, "auto": old turns
+    leave the model's context when it is full (here: rule 6's pruning).
     """
 
     type: Literal["realtime"] = "realtime"
@@ -262,6 +285,7 @@ class SessionObject(msgspec.Struct, frozen=True, kw_only=True):
     tracing: None = None
     prompt: None = None
     include: None = None
+    truncation: Truncation = "auto"
     expires_at: int = 0
     audio: SessionAudio
 
@@ -279,6 +303,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: MaxTokens = "inf"
     tools: tuple[FunctionTool, ...] = ()
     tool_choice: ToolChoice = "auto"
+    truncation: Truncation = "auto"
 
     @property
     def audio_output(self) -> bool:
@@ -296,6 +321,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             "max_output_tokens",
             "tools",
             "tool_choice",
+            "truncation",
         ):
             value = getattr(patch, name)
             if value is not None:
@@ -315,6 +341,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             tools=self.tools,
             tool_choice=self.tool_choice,
             max_output_tokens=self.max_output_tokens,
+            truncation=self.truncation,
             audio=SessionAudio(
                 input=SessionAudioInput(
                     format=self.input_format,

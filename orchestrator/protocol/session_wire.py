@@ -25,10 +25,12 @@ from .session_config import (
     Interruption,
     MaxTokens,
     Modality,
+    RetentionRatio,
     SemanticVad,
     ServerVad,
     SessionPatch,
     Transcription,
+    Truncation,
     TurnDetection,
     normalize_backchannel,
 )
@@ -117,6 +119,64 @@ class WireAudio(_Wire, frozen=True, kw_only=True):
     output: WireAudioOutput | None = None
 
 
+class WireTokenLimits(_Wire, frozen=True, kw_only=True):
+    post_instructions: int | None = None
+
+
+class WireTruncation(_Wire, frozen=True, kw_only=True):
+    type: str
+    retention_ratio: float | None = None
+    token_limits: WireTokenLimits | None = None
+
+
+def _truncation(wire: str | WireTruncation) -> Truncation:
+    """OpenAI's `session.truncation`: "auto" is rule 6's pruning; a retention ratio cuts to
+    that fraction of each limit at once. "disabled" (history never cut, an error once the
+    context overflows) would make a session's history unbounded: refused, as is a token
+    limit (this server bounds history in turns and bytes, not tokens)."""
+    if wire == "auto":
+        return "auto"
+    if wire == "disabled":
+        raise InvalidInput(
+            "invalid_value",
+            "Truncation 'disabled' is not supported: this server always bounds a session's "
+            "history (max_history_bytes, max_audio_inputs), dropping the oldest turns first.",
+            "session.truncation",
+        )
+    if isinstance(wire, str):
+        raise InvalidInput(
+            "invalid_value",
+            f"Invalid truncation '{wire[:64]}'; expected 'auto' or a retention_ratio object.",
+            "session.truncation",
+        )
+    if wire.type != "retention_ratio":
+        raise InvalidInput(
+            "invalid_value",
+            f"Invalid truncation type '{wire.type[:64]}'; expected 'retention_ratio'.",
+            "session.truncation.type",
+        )
+    ratio = wire.retention_ratio
+    if ratio is None:
+        raise InvalidInput(
+            "missing_required_parameter",
+            "Missing required parameter: 'session.truncation.retention_ratio'.",
+            "session.truncation.retention_ratio",
+        )
+    if not 0.0 <= ratio <= 1.0:
+        raise InvalidInput(
+            "invalid_value",
+            f"retention_ratio must be between 0 and 1, got {ratio}.",
+            "session.truncation.retention_ratio",
+        )
+    if wire.token_limits is not None and wire.token_limits.post_instructions is not None:
+        raise InvalidInput(
+            "invalid_value",
+            "truncation.token_limits is not supported: history is bounded in turns and bytes.",
+            "session.truncation.token_limits",
+        )
+    return RetentionRatio(retention_ratio=ratio)
+
+
 class WireSession(_Wire, frozen=True, kw_only=True):
     """GA and beta `session` fields side by side; where both are sent, GA wins."""
 
@@ -127,6 +187,7 @@ class WireSession(_Wire, frozen=True, kw_only=True):
     max_output_tokens: WireMaxTokens | None = None
     tools: WireTools | None = None
     tool_choice: WireToolChoice | None = None
+    truncation: str | WireTruncation | None = None
     # beta
     modalities: tuple[str, ...] | None = None
     input_audio_format: WireFormat | None = None
@@ -356,5 +417,6 @@ def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
             max_output_tokens=max_tokens,
             tools=tools,
             tool_choice=tool_choice,
+            truncation=_truncation(s.truncation) if s.truncation is not None else None,
         ),
     )

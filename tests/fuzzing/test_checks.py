@@ -104,7 +104,7 @@ def test_rule3_refusals_agree_with_what_runs() -> None:
     log = _log()
     log.see(json.dumps(_error("conversation_already_has_active_response")))
     log.see(_response("response.created", "resp_1", "in_progress"))
-    log.see(json.dumps({**_error("response_not_active"), "event_id": "event_10"}))
+    log.see(json.dumps({**_error("response_cancel_not_active"), "event_id": "event_10"}))
     assert any("every response it started is done" in p for p in log.problems)
     assert any("has not ended" in p for p in log.problems)
 

@@ -382,3 +382,21 @@ def test_rule6_property_pruning_keeps_whole_turns_and_current_input(conv: Conver
     assert removed == tuple(ids(before)[: len(before) - len(view.items)])
     assert conv.items == view.items
     assert conv.prompt_view() == view
+
+
+# --- truncation (OpenAI's session.truncation) ----------------------------------------------
+
+
+def test_rule6_retention_ratio_cuts_to_that_fraction_of_the_limits_at_once() -> None:
+    auto = Conversation(HistoryLimits(max_audio_inputs=4))
+    ratio = Conversation(HistoryLimits(max_audio_inputs=4))
+    ratio.retention = 0.5
+    for conv in (auto, ratio):
+        audio_session(conv, 4)
+        assert conv.prune() == ()  # within the limits: nothing cut either way
+        conv.add(user_audio("u4"))
+    assert list(auto.prune()) == ["u0", "a0"]  # "auto": just under the limit
+    assert list(ratio.prune()) == ["u0", "a0", "u1", "a1", "u2", "a2"]  # down to 2 of 4
+    ratio.add(reply("a4"))
+    ratio.add(user_audio("u5"))
+    assert ratio.prune() == ()  # 3 of 4: under the limit, so no cut until it is over again

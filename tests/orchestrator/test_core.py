@@ -116,7 +116,7 @@ def test_rule3_cancel_with_nothing_active_is_harmless_error_with_event_id() -> N
     h = Harness()
     [err] = h.core.client(ce.ResponseCancel(event_id="evt_9")).events
     assert isinstance(err, se.ErrorEvent)
-    assert err.error.code == "response_not_active" and err.error.event_id == "evt_9"
+    assert err.error.code == "response_cancel_not_active" and err.error.event_id == "evt_9"
 
 
 def test_rule3_cancel_of_running_response_yields_one_cancelled_terminal() -> None:
@@ -168,6 +168,7 @@ def test_rule5_late_full_ack_fills_the_slot_in_its_original_position() -> None:
     h.core.client(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 300))
     start = of(h.core.client(ce.InputAudioBufferCommit(create_response=True)), StartBackend)[0]
     rid = start.response_id
+    h.core.client(ce.PlaybackAck(response_id=rid, played_ms=0))  # a client that acknowledges
     h.core.backend(BackendAudio(rid, start.seq, b"\0" * MS * 100, "One."))
     h.core.backend(BackendDone(rid, start.seq))
     h.core.client(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * 300))
@@ -196,6 +197,7 @@ def test_rule5_truncate_is_never_undone_by_a_later_ack() -> None:
 def test_rule5_clear_is_never_undone_by_a_later_ack() -> None:
     h = Harness()
     rid, _, item_id = h.turn(audio_ms=200)
+    h.core.client(ce.PlaybackAck(response_id=rid, played_ms=0))  # a client that acknowledges
     h.core.client(ce.OutputAudioBufferClear(response_id=rid))
     h.core.client(ce.PlaybackAck(response_id=rid, played_ms=200))
     assert h.core.conversation.get(item_id).is_empty_boundary
@@ -216,16 +218,23 @@ def test_rule6_six_turns_prune_whole_turns_and_keep_current_input_last() -> None
     assert ctx.items[-1].role == "assistant" and ctx.items[-1].content == ()
 
 
-def test_rule7_unknown_item_ids_get_item_not_found_and_session_goes_on() -> None:
+def test_rule7_unknown_item_ids_get_openais_codes_and_session_goes_on() -> None:
     h = Harness()
-    for event in (
-        ce.ConversationItemDelete(item_id="nope", event_id="e1"),
-        ce.ConversationItemRetrieve(item_id="nope", event_id="e1"),
-        ce.ConversationItemTruncate(item_id="nope", content_index=0, audio_end_ms=0, event_id="e1"),
+    for event, code, doing in (
+        (ce.ConversationItemDelete(item_id="nope", event_id="e1"), "delete", "deleting"),
+        (ce.ConversationItemRetrieve(item_id="nope", event_id="e1"), "retrieve", "retrieving"),
+        (
+            ce.ConversationItemTruncate(
+                item_id="nope", content_index=0, audio_end_ms=0, event_id="e1"
+            ),
+            "truncate",
+            "truncating",
+        ),
     ):
         [err] = h.core.client(event).events
         assert isinstance(err, se.ErrorEvent)
-        assert (err.error.code, err.error.event_id) == ("item_not_found", "e1")
+        assert (err.error.code, err.error.event_id) == (f"item_{code}_invalid_item_id", "e1")
+        assert err.error.message == f"Error {doing} item: the item with id 'nope' does not exist."
     assert of(h.speak(), StartBackend)
 
 

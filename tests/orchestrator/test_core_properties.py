@@ -165,6 +165,9 @@ class Resp:
     finished: bool = False
     fully_acked: bool = False
     cut: bool = False
+    # Created after the client's first ACK: rule 5 as written holds for it. Before, history
+    # is OpenAI's (docs/protocol.md "History without acknowledgements").
+    acknowledged: bool = False
     created: int = 0
     dones: int = 0
     closed: bool = False  # response.done or cleared seen: no delta may follow
@@ -337,7 +340,9 @@ class SessionMachine(RuleBasedStateMachine):
                         for at, item in self.log.commits
                     )
                     self.log.responses[rid] = Resp(seq=pre.start.seq)
-                self.log.responses.setdefault(rid, Resp(seq=-1)).created += 1
+                resp = self.log.responses.setdefault(rid, Resp(seq=-1))
+                resp.created += 1
+                resp.acknowledged = self.core.ledger.basis == "acknowledged"
             elif isinstance(out, se.ResponseOutputItemAdded):
                 resp = self.log.responses[out.response_id]
                 assert resp.dones == 0, (out, "an item announced after the terminal")
@@ -754,7 +759,9 @@ class SessionMachine(RuleBasedStateMachine):
                 continue
             resp = self.log.responses[item.response_id]
             for part in item.content:
-                if isinstance(part, conv.OutputAudio):
+                if isinstance(part, conv.OutputAudio) and not resp.acknowledged:
+                    assert part.audio_ms <= resp.generated_ms, (item, resp)  # never unsent
+                elif isinstance(part, conv.OutputAudio):
                     assert part.audio_ms <= resp.heard_bound_ms or resp.fully_acked, (item, resp)
                     if not resp.fully_acked:
                         assert part.audio_ms <= resp.heard_bound_ms

@@ -305,6 +305,7 @@ def test_a_call_cut_mid_arguments_ends_once_with_no_later_delta_and_never_reache
 def test_a_complete_call_is_heard_at_once_though_its_preamble_audio_is_still_playing() -> None:
     s = Session(tools=[WEATHER])
     start = s.respond()
+    s.send("playback.ack", response_id=start.response_id, played_ms=0)  # rule 5 as written
     s.backend(BackendAudio(start.response_id, start.seq, b"\0\0" * 24 * 400, "One moment."))
     s.call(start)
     items = s.context()
@@ -433,31 +434,41 @@ def test_a_response_overrides_the_sessions_tools_and_choice() -> None:
 
 
 @pytest.mark.parametrize(
-    ("session", "param"),
+    "session",
     [
-        ({"tool_choice": "required"}, "session.tool_choice"),
-        ({"tool_choice": {"type": "function", "name": "nope"}}, "session.tool_choice"),
-        (
-            {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}},
-            "session.tool_choice",
-        ),
+        {"tool_choice": "required"},
+        {"tool_choice": {"type": "function", "name": "nope"}},
+        {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}},
     ],
 )
-def test_a_tool_choice_that_fits_no_tool_is_refused_and_changes_nothing(
-    session: dict[str, Any], param: str
+def test_a_tool_choice_before_its_tools_is_applied_and_checked_when_a_response_starts(
+    session: dict[str, Any],
 ) -> None:
+    # LiveKit Agents sends its tool choice in one update and its tools in a later one.
     s = Session()
     step = s.send("session.update", session=session)
-    assert s.errors(step) == [("invalid_value", param)]
-    assert not of(step, se.SessionUpdated)
-    assert s.core.settings.tools == () and s.core.settings.tool_choice == "auto"
+    assert s.errors(step) == [] and of(step, se.SessionUpdated)
+    refused = s.send("response.create")
+    assert s.errors(refused) == [("invalid_value", "session.tool_choice")]
+    assert not of(refused, StartBackend) and not of(refused, se.ResponseCreated)
+    assert not s.core.chart.is_generating
 
 
-def test_dropping_the_tool_a_choice_names_is_refused() -> None:
-    s = Session(tools=[WEATHER], tool_choice={"type": "function", "name": "get_weather"})
-    step = s.send("session.update", session={"tools": [ALARM]})
-    assert s.errors(step) == [("invalid_value", "session.tools")]
-    assert [t.name for t in s.core.settings.tools] == ["get_weather"]
+def test_the_tools_a_choice_waits_for_make_it_fit() -> None:
+    s = Session(tool_choice="required")
+    s.send("session.update", session={"tools": [WEATHER]})
+    assert s.respond().request.tool_choice == "required"
+
+
+def test_a_server_vad_response_whose_choice_fits_no_tool_does_not_start() -> None:
+    s = Session(tool_choice="required")
+    s.send("session.update", session={"turn_detection": {"type": "server_vad"}})
+    s.send("input_audio_buffer.append", audio=base64.b64encode(b"\x01\x00" * 24 * 300).decode())
+    s.step(s.core.vad(VadSpeechStarted(0)))
+    step = s.step(s.core.vad(VadSpeechStopped(300)))
+    assert s.errors(step) == [("invalid_value", "session.tool_choice")]
+    assert of(step, se.InputAudioBufferCommitted) and not of(step, StartBackend)
+    assert not s.core.chart.is_generating
 
 
 @pytest.mark.parametrize(

@@ -254,3 +254,40 @@ def test_rule5_property_cursor_monotonic_and_cut_final(ops: list[tuple[str, int]
         heard_now = ledger.heard("r")
         if heard_now is not None and heard_now.full:
             assert heard_now.audio_ms == ledger.generated_ms("r") and finished
+
+
+def test_generated_basis_full_at_finish_then_an_estimated_cut_a_truncate_replaces() -> None:
+    ledger = PlaybackLedger(basis="generated")
+    ledger.open("r1", "item_r1")
+    for audio_ms, text in ALIGNED:
+        ledger.append("r1", audio_ms, text, now_ms=0)
+    assert ledger.finish("r1", now_ms=0) == Heard(1200, "Hello there, friend.", True)
+    assert ledger.pending_audio("r1", now_ms=1199) and not ledger.pending_audio("r1", 1200)
+    assert ledger.clear("r1", now_ms=750) == Heard(750, "Hello there, ", False)
+    assert ledger.cut("r1", 450) == Heard(450, "Hello ", False)  # the client's word
+    assert ledger.clear("r1", now_ms=1000) == Heard(450, "Hello ", False)  # and final
+
+
+def test_generated_basis_acknowledge_withdraws_only_what_is_still_playing() -> None:
+    ledger = PlaybackLedger(basis="generated")
+    for rid, at in (("r1", 0), ("r2", 5000), ("r3", 9000)):
+        ledger.open(rid, f"item_{rid}")
+        ledger.append(rid, 1000, "Hi.", now_ms=at)
+        ledger.finish(rid, now_ms=at)
+    assert ledger.played_out("r1", now_ms=2000)
+    ledger.clear("r2", now_ms=5500)
+    assert ledger.acknowledge("r2") == ("r3",)
+    assert ledger.heard("r1") == Heard(1000, "Hi.", True)
+    assert ledger.heard("r2") == Heard(500, "", False)
+    assert ledger.heard("r3") is None
+    assert ledger.acknowledge("r1") == ()
+
+
+def test_generated_basis_acknowledge_withdraws_the_acknowledged_reply_even_played_out() -> None:
+    ledger = PlaybackLedger(basis="generated")
+    ledger.open("r1", "item_r1")
+    ledger.append("r1", 1000, "Hi.", now_ms=0)
+    ledger.finish("r1", now_ms=0)
+    assert ledger.played_out("r1", now_ms=1000)
+    assert ledger.acknowledge("r1") == ("r1",)  # the client's own word on it decides
+    assert ledger.ack("r1", 400).history_committed is False

@@ -48,7 +48,7 @@ def test_rule7_malformed_json_is_an_error_and_session_goes_on() -> None:
     [err] = w.send({"type": "input_audio_buffer.append", "event_id": "e2", "audio": "@@@"})
     assert err["error"]["code"] == "invalid_base64" and err["error"]["event_id"] == "e2"
     [err] = w.send({"type": "nope.nope", "event_id": "e3"})
-    assert err["error"]["code"] == "unknown_event_type" and err["error"]["event_id"] == "e3"
+    assert err["error"]["code"] == "invalid_value" and err["error"]["event_id"] == "e3"
     [updated] = w.send({"type": "session.update", "session": {"instructions": "be brief"}})
     assert updated["type"] == "session.updated"
     assert updated["session"]["instructions"] == "be brief"

@@ -1,7 +1,7 @@
 """docs/protocol.md names every event and protocol error code the code knows.
 
 The page is the project's own statement of its wire protocol; this keeps its lists real when
-an event or a code is added (the session's own codes are listed there too, by hand).
+an event or a code is added (the session's own codes too).
 """
 
 from __future__ import annotations
@@ -34,6 +34,12 @@ def test_doc_lists_every_client_and_server_event() -> None:
 
 def test_doc_lists_every_protocol_error_code() -> None:
     assert set(typing.get_args(ErrorCode)) - _names() == set()
+
+
+def test_doc_lists_every_session_error_code() -> None:
+    from orchestrator.core_types import CoreErrorCode
+
+    assert set(typing.get_args(CoreErrorCode)) - _names() == set()
 
 
 def test_doc_numbers_the_eight_rules() -> None:

@@ -61,17 +61,20 @@ def test_rule7_malformed_json_after_a_type_error_is_still_invalid_json() -> None
     assert (err.code, err.event_id) == ("invalid_json", "evt_8")
 
 
-def test_rule7_unknown_event_type_names_the_type() -> None:
+def test_rule7_unknown_event_type_is_openais_invalid_value_on_type() -> None:
     err = reject({"type": "response.audio.delta", "event_id": "evt_u"})
-    assert (err.code, err.event_id, err.param) == ("unknown_event_type", "evt_u", "type")
-    assert "response.audio.delta" in err.message
-    assert reject({"type": 5, "event_id": "evt_n"}).code == "unknown_event_type"
+    assert (err.code, err.event_id, err.param) == ("invalid_value", "evt_u", "type")
+    assert err.message.startswith("Invalid value: 'response.audio.delta'. Supported values are: ")
+    assert "'session.update'" in err.message and err.message.endswith("'.")
+    number = reject({"type": 5, "event_id": "evt_n"})
+    assert (number.code, number.param) == ("invalid_value", "type")
 
 
-def test_rule7_missing_type_is_missing_type() -> None:
+def test_rule7_missing_type_is_a_missing_required_parameter() -> None:
     err = reject({"event_id": "evt_m", "audio": ""})
-    assert (err.code, err.event_id) == ("missing_type", "evt_m")
-    assert reject({"type": None}).code == "missing_type"
+    assert (err.code, err.event_id, err.param) == ("missing_required_parameter", "evt_m", "type")
+    assert err.message == "Missing required parameter: 'type'."
+    assert reject({"type": None}).code == "missing_required_parameter"
 
 
 def test_rule7_non_object_event_is_invalid_value() -> None:

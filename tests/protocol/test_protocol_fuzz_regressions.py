@@ -81,7 +81,7 @@ def test_the_id_speech_started_announced_stays_the_turns() -> None:
     started = core.vad(VadSpeechStarted(audio_start_ms=0))
     (announced,) = [o for o in started.events if isinstance(o, se.InputAudioBufferSpeechStarted)]
     (error,) = _errors(_send(core, _user(id=announced.item_id)))
-    assert error.code == "item_already_exists"
+    assert error.code == "item_create_duplicate_item_id"
     _send(core, {"type": "input_audio_buffer.append", "audio": b64(PCM_20MS)})
     committed = _send(core, {"type": "input_audio_buffer.commit"})
     assert [o.item_id for o in committed.events if isinstance(o, se.InputAudioBufferCommitted)] == [

@@ -155,8 +155,8 @@ def test_rule7_error_event_carries_the_client_event_id() -> None:
         "event_id": "event_1",
         "error": {
             "type": "invalid_request_error",
-            "code": "unknown_event_type",
-            "message": "Unknown event type 'bogus'.",
+            "code": "invalid_value",
+            "message": err.message,
             "param": "type",
             "event_id": "evt_42",
         },
@@ -256,6 +256,22 @@ def test_item_echo_drops_audio_bytes_but_keeps_transcripts() -> None:
     }
 
 
+def test_audio_parts_carry_transcript_null_until_transcribed() -> None:
+    """OpenAI's shape, `{"type": "input_audio", "transcript": null}`: the JS Agents SDK's item
+    schema requires the key, and its ZodError is uncaught in a node app."""
+    user = MessageItem(id="u", status="completed", role="user", content=(InputAudio(),))
+    reply = MessageItem(id="a", status="incomplete", role="assistant", content=(OutputAudio(),))
+    assert _wire(ConversationItemAdded(item=user))["item"]["content"] == [
+        {"type": "input_audio", "transcript": None}
+    ]
+    assert _wire(ConversationItemAdded(item=reply))["item"]["content"] == [
+        {"type": "output_audio", "transcript": None}
+    ]
+    # A client's audio, once stripped, is left out, not null.
+    sent = MessageItem(role="user", content=(InputAudio(audio=b"\0\0"),)).without_audio()
+    assert sent.content == (InputAudio(),)
+
+
 def test_content_part_events_use_short_part_names() -> None:
     part = response_part(OutputAudio(audio=b"\0\0", transcript=""))
     assert _wire(ResponseContentPartAdded(part=part, **IDS))["part"] == {
@@ -328,7 +344,8 @@ ITEM_JSON = {
             {
                 "item_id": "i",
                 "content_index": 0,
-                "error": {"type": "server_error", "code": None, "message": "m", "param": None},
+                # No nulls: the JS Agents SDK's schema takes these keys as strings or absent.
+                "error": {"type": "server_error", "message": "m"},
             },
         ),
         (

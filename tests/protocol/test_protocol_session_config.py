@@ -227,10 +227,11 @@ def test_session_object_renders_ga_shape() -> None:
         "tracing": None,
         "prompt": None,
         "include": None,
+        "truncation": "auto",
         "expires_at": 0,
         "audio": {
             "input": {
-                "format": {"type": "audio/pcmu", "rate": 8000},
+                "format": {"type": "audio/pcmu"},  # OpenAI's: G.711 has no rate
                 "transcription": {"model": "whisper-1", "language": "en", "prompt": None},
                 "noise_reduction": None,
                 "turn_detection": {
@@ -244,7 +245,7 @@ def test_session_object_renders_ga_shape() -> None:
                 },
             },
             "output": {
-                "format": {"type": "audio/pcma", "rate": 8000},
+                "format": {"type": "audio/pcma"},
                 "voice": "marin",
                 "speed": 1.0,
             },
@@ -435,3 +436,32 @@ def test_semantic_vad_bad_fields_are_invalid_values(
         }
     )
     assert (err.code, err.param) == ("invalid_value", param)
+
+
+def test_truncation_auto_and_retention_ratio_are_taken_disabled_is_refused() -> None:
+    from orchestrator.protocol.session_config import RetentionRatio
+
+    assert _patch({"truncation": "auto"}).truncation == "auto"
+    ratio = {"type": "retention_ratio", "retention_ratio": 0.8}
+    assert _patch({"truncation": ratio}).truncation == RetentionRatio(retention_ratio=0.8)
+    cases = [
+        ("disabled", "session.truncation"),
+        ("sometimes", "session.truncation"),
+        ({"type": "retention_ratio", "retention_ratio": 1.5}, "session.truncation.retention_ratio"),
+        ({"type": "retention_ratio"}, "session.truncation.retention_ratio"),
+        ({"type": "other"}, "session.truncation.type"),
+        (
+            {
+                "type": "retention_ratio",
+                "retention_ratio": 0.5,
+                "token_limits": {"post_instructions": 9},
+            },
+            "session.truncation.token_limits",
+        ),
+    ]
+    for value, param in cases:
+        err = reject({"type": "session.update", "session": {"truncation": value}})
+        assert err.param == param, (value, err)
+    created = SessionConfig().apply(_patch({"truncation": ratio}))
+    shown = _json(created.to_session_object(session_id="s", model="m"))
+    assert shown["truncation"] == {"type": "retention_ratio", "retention_ratio": 0.8}

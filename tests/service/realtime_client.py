@@ -27,6 +27,7 @@ from bench.speech import flite as flite_speech
 
 __all__ = [
     "RATE",
+    "WIRE_SAMPLES",
     "Audio",
     "RawSession",
     "b64",
@@ -37,7 +38,29 @@ __all__ = [
     "sdk_realtime",
     "silence",
     "transcribe",
+    "wire_shape",
 ]
+
+# Every server event that the tests' RawSessions receive, one sample per shape (`wire_shape`):
+# tests/service/test_wire_parity_e2e.py runs them through the client SDKs' own schemas. Bounded:
+# shapes repeat (an audio delta is one shape however many come).
+WIRE_SAMPLES: dict[Any, dict[str, Any]] = {}
+_MAX_WIRE_SAMPLES = 5000
+# Keys whose string values are part of a shape (enums, mostly): a `status` of "failed" is
+# checked apart from one of "completed".
+_SHAPE_VALUES = frozenset({"type", "status", "role", "object", "reason", "decision", "code"})
+
+
+def wire_shape(value: Any, key: str = "") -> Any:
+    """What a schema sees of a JSON value: its keys, the types of its leaves, and the values
+    of the enum-like keys."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, wire_shape(v, k)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("[]", tuple(sorted({wire_shape(v, key) for v in value}, key=repr)))
+    if isinstance(value, str):
+        return value if key in _SHAPE_VALUES else "str"
+    return type(value).__name__
 
 
 def b64(data: bytes) -> str:
@@ -86,6 +109,8 @@ class RawSession:
         event: dict[str, Any] = json.loads(self.ws.recv(timeout=timeout_s))
         self.events.append(event)
         self.times.append(time.monotonic())
+        if len(WIRE_SAMPLES) < _MAX_WIRE_SAMPLES:
+            WIRE_SAMPLES.setdefault(wire_shape(event), event)
         return event
 
     def until(self, kind: str, timeout_s: float = 60.0, **match: Any) -> dict[str, Any]:

@@ -45,6 +45,14 @@ def _configure(session: RawSession, max_tokens: int, instructions: str = "") -> 
     session.until("session.updated", timeout_s=10)
 
 
+def _acknowledging(session: RawSession, rid: str) -> None:
+    """Be a client that acknowledges playback (rule 5 as written; docs/protocol.md "History
+    without acknowledgements"), having played nothing yet: from now on a reply's audio is
+    pending until acknowledged, whatever the time, so every barge-in below has audio to clear."""
+    session.send({"type": "playback.ack", "response_id": rid, "played_ms": 0})
+    session.until("playback.acknowledged", timeout_s=10)
+
+
 def _check_fencing_and_terminals(events: list[dict[str, Any]], interrupted: list[str]) -> None:
     created = [e["response"]["id"] for e in events if e["type"] == "response.created"]
     done = [e["response"]["id"] for e in events if e["type"] == "response.done"]
@@ -95,6 +103,7 @@ def test_twenty_barge_ins_during_generation_each_stop_at_once(
         _configure(session, max_tokens=160, instructions=LONG_ANSWERS)
         session.append(np.concatenate([silence(0.3), question, silence(0.6)]))
         rid = session.until("response.created")["response"]["id"]
+        _acknowledging(session, rid)
         # Half the rounds speak once the answer's audio flows, half as soon as the response
         # starts. A short answer can finish before the interruption is heard; such a round
         # counts as "after generation" (covered below), so run until 20 were interrupted live.
@@ -138,6 +147,7 @@ def test_twenty_barge_ins_after_generation_with_audio_unacknowledged(
         _configure(session, max_tokens=16)
         session.append(np.concatenate([silence(0.3), question, silence(0.6)]))
         rid = session.until("response.created")["response"]["id"]
+        _acknowledging(session, rid)
         for _ in range(ROUNDS):
             done = session.until("response.done", timeout_s=90)
             assert done["response"]["id"] == rid

@@ -308,8 +308,8 @@ def _reply_content(turn: Turn) -> list[dict[str, Any]]:
         return [{"type": "output_audio", "transcript": turn.transcript}]
     if turn.how == "half":
         # Cut at the played cursor by the barge-in: audio heard, none of the unaligned text (the
-        # wire form shows no audio length; a part without a transcript is the audio kept).
-        return [{"type": "output_audio"}]
+        # wire form shows no audio length; a part whose transcript is null is the audio kept).
+        return [{"type": "output_audio", "transcript": None}]
     return []  # never heard: the empty boundary
 
 

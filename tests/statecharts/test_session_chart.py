@@ -18,6 +18,7 @@ from statecharts.effects import (
     DropInput,
     DropPreemptive,
     Effect,
+    HearByAcknowledgement,
     InterruptResponse,
     InterruptResponses,
     OverlapDecided,
@@ -408,7 +409,7 @@ def test_pause_cancel_when_settled_is_rejected_with_one_decision() -> None:
     effects = chart.handle("cancel")
     assert effects[0] == OverlapDecided("r1", "interrupt", "client")
     assert len(effects) == 2 and isinstance(effects[1], Reject)
-    assert effects[1].code == "response_not_active"
+    assert effects[1].code == "response_cancel_not_active"
     assert not chart.is_paused and "idle" in chart.active
     # The overlap is decided: a second cancel is a plain rule 3 rejection, no decision.
     again = chart.handle("cancel")
@@ -811,3 +812,13 @@ def test_preemption_properties(
         assert ("running" in chart.active) == running, (event, chart.active)
         if running:
             assert chart.user_speaking, (event, chart.active)
+
+
+def test_heard_by_the_first_ack_switches_to_acknowledged_once_and_for_good() -> None:
+    chart = SessionChart()
+    assert "generated" in chart.active
+    assert chart.handle("playback_acked", response_id="r1") == [HearByAcknowledgement("r1")]
+    assert "acknowledged" in chart.active
+    assert chart.handle("playback_acked", response_id="r2") == []  # no way back, no second
+    chart.handle("speech_started", audio_start_ms=0)
+    assert "acknowledged" in chart.active

@@ -7,7 +7,11 @@ own client (`PipelineStream`, which decodes TOOL_CALL into `PipelineChunk.tool_c
   neither text nor audio of it (responses that carry only TOOL_CALL come through the
   ensembles);
 - "auto" and "none" with tools still speak (text and audio, no call);
-- a cancel on the board in the middle of a call ends the stream and stops the stages.
+- a cancel on the board in the middle of a call ends the stream and stops the stages;
+- told a tool's result, neither pipeline speaks or sends as text any of the chat template
+  (both models do write it: tests/turntaker_models/test_llm.py and
+  tests/turntaker_models/omni/test_tool_calls.py show their raw greedy tokens for the same
+  conversations).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import uuid
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 
 from orchestrator.triton import TritonServer
@@ -28,14 +33,16 @@ from orchestrator.triton.pipeline_client import (
     cancel_on_board,
 )
 from tests.tool_specs import BOUNDED_WEATHER, WEATHER
-from tests.triton.test_cascade import wait_for_stops
+from tests.triton.test_cascade import normalise, transcribe, wait_for_stops
 from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
     Message,
     TextPart,
     ToolCallDelta,
+    ToolCallPart,
     ToolChoice,
+    ToolResultPart,
     ToolSpec,
 )
 
@@ -157,3 +164,45 @@ def test_tool_cancel_mid_call_ends_the_stream(triton_server: TritonServer, pipel
     time.sleep(0.05)
     again = run(triton_server, pipeline, request(pipeline, "none", [NOTE], 8, "Hello."))
     assert again[-1].final
+
+
+# What no TEXT_DELTA may hold: tags of the tools layout, special tokens written out.
+TEMPLATE_TEXT = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|")
+# The tool's answer per pipeline, and max_tokens: greedy SmolLM2 opens `<tool_response>` and
+# answers inside it; the tiny weights write `</tool_response>` as their 20th token.
+TOOL_RESULTS = {
+    "cascade": ("It is 18 degrees and raining in Paris.", 40),
+    "qwen3_omni": ('{"temp": 21}', 32),
+}
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_tool_result_in_history_speaks_no_template_text(
+    triton_server: TritonServer, pipeline: str
+) -> None:
+    output, max_tokens = TOOL_RESULTS[pipeline]
+    conversation = Conversation(
+        [
+            Message("user", [TextPart(QUESTION)]),
+            Message("assistant", [ToolCallPart("call_1", "get_weather", '{"city": "Paris"}')]),
+            Message("tool", [ToolResultPart("call_1", output)]),
+        ]
+    )
+    req = PipelineRequest(
+        request_id=f"{pipeline}-tool-result-{uuid.uuid4()}",
+        conversation=conversation,
+        parameters=GenerationParameters(max_tokens=max_tokens, tools=[WEATHER]),
+    )
+    chunks = run(triton_server, pipeline, req)
+    text = "".join(c.text for c in chunks)
+    print(f"\n{pipeline} after a tool result: {text!r}")
+    assert text.strip(), "nothing was said"
+    assert not any(marker in text for marker in TEMPLATE_TEXT), text
+    assert not any(c.tool_call for c in chunks)
+    audio = [c.audio for c in chunks if c.audio.size]
+    assert audio, "nothing was spoken"
+    if pipeline == "cascade":
+        # What was spoken, heard back: the answer, none of the tags read aloud.
+        heard = normalise(transcribe(triton_server, np.concatenate(audio)))
+        print(f"cascade spoke: {heard!r}")
+        assert "paris" in heard and "tool" not in heard and "response" not in heard, heard

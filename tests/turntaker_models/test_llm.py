@@ -197,7 +197,7 @@ def test_tools_go_into_the_system_message_unless_the_choice_is_none(decoder: Dec
     assert "<tools>" not in text(decoder.prompt_ids(QUESTION, [], refused))
 
 
-def test_earlier_calls_and_their_results_render_the_hermes_way() -> None:
+def test_earlier_calls_render_the_hermes_way_and_their_results_in_words() -> None:
     conversation = Conversation(
         [
             Message("user", [TextPart("Weather in Oslo and Rome?")]),
@@ -219,11 +219,11 @@ def test_earlier_calls_and_their_results_render_the_hermes_way() -> None:
         "content": 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": '
         '{"city": "Oslo"}}\n</tool_call>',
     }
-    # Consecutive tool results share one user message.
+    # Consecutive tool results share one user message, each in words naming its function
+    # (a result whose call is not in the history names none).
     assert messages[3] == {
         "role": "user",
-        "content": "<tool_response>\nrain\n</tool_response>\n"
-        "<tool_response>\nsun\n</tool_response>",
+        "content": "The get_weather tool returned: rain\nThe function tool returned: sun",
     }
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "user"]
 
@@ -308,3 +308,121 @@ def test_service_stops_a_constrained_call_on_the_cancel_board(
     assert [s.stage for s in board.stops("r2")] == ["llm"] and reply.closed
     assert reply.sent == [] and not reply.failed
     service.close()
+
+
+# Nothing of the chat template is spoken: SmolLM2 echoes its prompt's markup as plain text.
+TEMPLATE_TEXT = ("<tool_response>", "</tool_response>", "<tool_call>", "</tool_call>", "<|")
+
+
+class ScriptedModel:
+    """A stand-in for the model whose greedy choice is the next token of a script, so that the
+    real decode loop (stop tokens, detokenizer, stream, sentences) runs on chosen tokens."""
+
+    def __init__(self, script: list[int], vocab: int, config: Any) -> None:
+        self.script = script
+        self.vocab = vocab
+        self.config = config
+        self.calls = 0
+
+    def __call__(self, input_ids: Any, cache: Any, use_cache: bool) -> Any:
+        import torch
+
+        logits = torch.zeros(1, input_ids.shape[1], self.vocab)
+        logits[0, -1, self.script[min(self.calls, len(self.script) - 1)]] = 1.0
+        self.calls += 1
+        return type("Out", (), {"logits": logits})()
+
+
+def scripted(loaded: smollm.SmolLM, pieces: list[str]) -> Decoder:
+    """A Decoder whose model picks `pieces` in order: text (tokenized) or a special token."""
+    tokenizer = loaded.tokenizer
+    script: list[int] = []
+    for piece in pieces:
+        if piece in tokenizer.added_tokens_encoder:
+            script.append(tokenizer.convert_tokens_to_ids(piece))
+        else:
+            script += tokenizer(piece, add_special_tokens=False)["input_ids"]
+    model = ScriptedModel(script, len(tokenizer), loaded.model.config)
+    return Decoder(model, tokenizer, threads=1)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "said", "sentences"),
+    [
+        # Greedy SmolLM2's own answer to a tool result (see the test below): the echoed
+        # block is dropped.
+        (
+            ["That's correct.\n<tool_response>\nIt is 18 degrees.\n</tool_response>"],
+            "That's correct.\n",
+            ["That's correct."],
+        ),
+        # It opened the tag and answered inside it: the answer is spoken, at the end.
+        (
+            ["<tool_response>\nThe weather is nice today."],
+            "\nThe weather is nice today.",
+            ["The weather is nice today."],
+        ),
+        (["Twenty.\n</tool_response> Bye."], "Twenty.\n Bye.", ["Twenty.", "Bye."]),
+        # A special token is never text; a new turn ends the answer before its header.
+        (["Sure", "<file_sep>", ".", "<|im_start|>", "assistant\nMore."], "Sure.", ["Sure."]),
+        (["Yes.", "<|endoftext|>", "Other text."], "Yes.", ["Yes."]),
+    ],
+)
+def test_the_decode_loop_never_speaks_template_text(
+    loaded: smollm.SmolLM, pieces: list[str], said: str, sentences: list[str]
+) -> None:
+    decoder = scripted(loaded, [*pieces, "<|im_end|>"])
+    stats = GenerationStats()
+    params = GenerationParameters(max_tokens=64)
+    out = list(decoder.generate(QUESTION, [], params, lambda: False, stats))
+    text = "".join(s.text for s in out)
+    assert text == said
+    assert not any(marker in text for marker in TEMPLATE_TEXT)
+    assert stats.sentences == sentences == [s.sentence for s in out if s.sentence]
+    assert stats.finish_reason == "stop"
+
+
+def test_stop_tokens_are_the_turn_tokens(decoder: Decoder) -> None:
+    ids = decoder.tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>", "<|im_start|>"])
+    assert set(ids) <= decoder.stop_ids
+
+
+def test_smollm_answers_a_tool_result_in_words_with_no_template_text(
+    loaded: smollm.SmolLM, decoder: Decoder
+) -> None:
+    """The bug, on the real model: told a tool's result in Hermes' `<tool_response>` block with
+    the tools in its system prompt, greedy SmolLM2 only echoed the block (nothing to speak once
+    the block is dropped). Told the result in words, tools not shown under "auto", it answers;
+    and what the decode loop gives holds no template text."""
+    from tests.tool_specs import WEATHER as SPEC
+
+    conversation = tool_result_conversation()
+    params = GenerationParameters(max_tokens=40, tools=[SPEC])
+    prompt = loaded.tokenizer.decode(decoder.prompt_ids(conversation, [], params))
+    assert "<tool_response>" not in prompt and "# Tools" not in prompt, prompt
+    out = list(decoder.generate(conversation, [], params, lambda: False))
+    text = "".join(s.text for s in out)
+    assert not any(marker in text for marker in TEMPLATE_TEXT), text
+    assert not any(marker in s.sentence for s in out for marker in TEMPLATE_TEXT)
+    assert "Paris" in text, text
+
+
+def tool_result_conversation() -> Conversation:
+    """A call and its result in the history (the cascade test on Triton sends the same)."""
+    return Conversation(
+        [
+            Message("user", [TextPart("What is the weather like in Paris today?")]),
+            Message("assistant", [ToolCallPart("call_1", "get_weather", '{"city": "Paris"}')]),
+            Message("tool", [ToolResultPart("call_1", "It is 18 degrees and raining in Paris.")]),
+        ]
+    )
+
+
+def test_a_system_message_mid_conversation_stays_where_it_stands() -> None:
+    # OpenAI clients add system items at any point (docs/protocol.md "Client events").
+    later = Message("system", [TextPart("From now on, answer in French.")])
+    conversation = Conversation([*QUESTION.messages, Message("assistant", [TextPart("Paris.")])])
+    messages = render_messages(Conversation([*conversation.messages, later, *QUESTION.messages]))
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
+    assert messages[0]["content"] == DEFAULT_SYSTEM_PROMPT
+    assert messages[3]["content"] == "From now on, answer in French."

@@ -160,3 +160,196 @@ def test_tools_prompt_lists_one_signature_per_line_and_the_call_format() -> None
     assert [s["function"]["name"] for s in signatures] == ["get_weather", "ping"]
     assert signatures[1]["function"]["parameters"] == {"type": "object", "properties": {}}
     assert prompt.startswith("# Tools") and "<tool_call>" in prompt and "</tool_call>" in prompt
+
+
+# Chat-template markup: never spoken, whatever the chunking.
+RESULT = '{"temperature_c": 21, "sky": "sunny"}'
+MARKERS = (
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<tools>",
+    "</tools>",
+    "<think>",
+    "</think>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|",
+)
+
+
+def spoken_everywhere(text: str) -> Heard:
+    """What `text` speaks, checked to be the same at every split and one character at a time;
+    no piece spoken on the way holds any part of a marker's syntax."""
+    whole = hear([text])
+    for pieces in splits(text):
+        heard = hear(pieces)
+        assert heard.spoken == whole.spoken, pieces
+        assert (heard.name, heard.arguments) == (whole.name, whole.arguments), pieces
+        assert heard.stream.ended == whole.stream.ended, pieces
+    return whole
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        # SmolLM2 echoing the tool result after its answer (greedy, tests/triton).
+        (
+            f"That's a great example.\n<tool_response>\n{RESULT}\n</tool_response>",
+            "That's a great example.\n",
+        ),
+        ("A <tool_response>x</tool_response> B", "A  B"),
+        ("<tools>\n{}\n</tools>Hi", "Hi"),
+        ("<think>\nLet me see.\n</think>\n\nIt is sunny.", "\n\nIt is sunny."),
+        # Nested blocks of the same tag: depth counted.
+        ("a<tool_response>b<tool_response>c</tool_response>d</tool_response>e", "ae"),
+        # Inside a block nothing is markup but its own tags and turn markers: dropped with it.
+        ("<think>x <tool_call> y </tool_response> z</think>w", "w"),
+        # Stray closing tags are dropped alone.
+        ("20\n</tool_response>", "20\n"),
+        ("</tool_call>ok</think> then</tools>.", "ok then."),
+        # Special tokens written out as text are dropped alone.
+        ("a<|vision_start|>b<|video_pad|>c", "abc"),
+        # What only looked like one is text.
+        ("a <| b |> c", "a <| b |> c"),
+        ("x<|a b|>", "x<|a b|>"),
+        ("<toolbox> and <thinking>", "<toolbox> and <thinking>"),
+    ],
+)
+def test_markup_is_never_spoken_at_any_split(text: str, spoken: str) -> None:
+    heard = spoken_everywhere(text)
+    assert heard.spoken == spoken
+    assert heard.deltas == [] and not heard.stream.in_call and not heard.stream.ended
+
+
+def test_no_piece_of_a_marker_is_spoken_on_the_way() -> None:
+    text = f"Sure.\n<tool_response>\n{RESULT}\n</tool_response>\nIt is <|im_start|> sunny."
+    for pieces in splits(text):
+        stream = ToolCallStream()
+        for piece in pieces:
+            said = "".join(p.text for p in stream.feed(piece) if isinstance(p, Spoken))
+            assert "<" not in said and "sky" not in said, pieces
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        ("Hi.<|im_end|>more", "Hi."),
+        ("Hi.<|endoftext|>Other text", "Hi."),
+        ("<|im_start|>assistant\nHello", ""),
+        # A turn marker inside a block ends the text inside it: see the unclosed blocks.
+        ("<think>x<|im_end|>y</think>z", ""),
+        ("<tool_response>It is sunny.<|im_end|>y</tool_response>z", "It is sunny."),
+    ],
+)
+def test_a_turn_marker_ends_the_answer(text: str, spoken: str) -> None:
+    heard = spoken_everywhere(text)
+    assert heard.spoken == spoken and heard.stream.ended and not heard.stream.in_call
+    stream = ToolCallStream()
+    stream.feed(text)
+    assert stream.feed(" and more <tool_call>") == [] and stream.close() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        # SmolLM2 opening the tag and answering inside it (greedy, the bug this guards):
+        # the answer is spoken, at the end.
+        (
+            "<tool_response>\nThe weather in Paris is quite raining.",
+            "\nThe weather in Paris is quite raining.",
+        ),
+        (
+            "Let me see.\n<tool_response>\nIt is 18 degrees.\n</tool",
+            "Let me see.\n\nIt is 18 degrees.\n",
+        ),
+        # Read again as text: a closed block inside is still dropped, a special token too.
+        ("a<tool_response>b<tool_response>c</tool_response>d<|image_pad|>", "abd"),
+        # Reasoning and signatures are dropped either way.
+        ("Well. <think>I should say", "Well. "),
+        ("<tools>\n{", ""),
+    ],
+)
+def test_a_block_the_answer_ends_inside(text: str, spoken: str) -> None:
+    heard = spoken_everywhere(text)
+    assert heard.spoken == spoken
+    # Nothing of it before the end: held back, not settled.
+    stream = ToolCallStream()
+    said = [p for p in stream.feed(text) if isinstance(p, Spoken)]
+    assert "".join(p.text for p in said) == spoken[: len("".join(p.text for p in said))]
+    assert stream.settled < len(text)
+    stream.close()
+    assert stream.settled == len(text)
+
+
+def test_held_fragments_at_the_end() -> None:
+    # A fragment of a closing tag or of a special token is never spoken; other text is.
+    assert hear(["end <|im_"]).spoken == "end "
+    assert hear(["end </tool_resp"]).spoken == "end "
+    assert hear(["end <tool"]).spoken == "end <tool"
+
+
+def test_a_call_after_dropped_markup_is_read() -> None:
+    text = f"<tool_response>{RESULT}</tool_response>Checking.</tool_call> {CALL}"
+    heard = spoken_everywhere(text)
+    assert heard.spoken == "Checking. "
+    assert (heard.name, heard.arguments) == ("get_weather", ARGUMENTS)
+    assert heard.stream.call_done
+
+
+def test_spoken_pieces_carry_their_offsets_and_settled_follows() -> None:
+    text = f"One <|x|>two <tool_response>{RESULT}</tool_response>three <"
+    for pieces in splits(text):
+        stream = ToolCallStream()
+        out: list[Spoken] = []
+        fed = 0
+        for piece in pieces:
+            out += [p for p in stream.feed(piece) if isinstance(p, Spoken)]
+            fed += len(piece)
+            assert 0 <= stream.settled <= fed
+            assert all(p.start + len(p.text) <= stream.settled for p in out), pieces
+        out += [p for p in stream.close() if isinstance(p, Spoken)]
+        assert stream.settled == len(text)
+        for p in out:
+            assert text[p.start : p.start + len(p.text)] == p.text, pieces
+        assert "".join(p.text for p in out) == "One two three <"
+
+
+FRAGMENTS = [
+    "Hello ",
+    "it is sunny. ",
+    "<",
+    "<tool",
+    "</tool_resp",
+    "<|im_",
+    "|>",
+    ">",
+    "\n",
+    *MARKERS[:8],
+    "<|vision_start|>",
+    RESULT,
+]
+
+
+@given(
+    st.lists(st.sampled_from(FRAGMENTS), max_size=12),
+    st.lists(st.integers(min_value=1, max_value=200), max_size=8),
+)
+def test_any_text_and_any_chunking_speak_the_same_and_no_marker(
+    fragments: list[str], cuts: list[int]
+) -> None:
+    text = "".join(fragments)
+    points = sorted({min(c, len(text)) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    whole, chunked = hear([text]), hear(pieces)
+    assert chunked.spoken == whole.spoken
+    assert (chunked.name, chunked.arguments) == (whole.name, whole.arguments)
+    stream = ToolCallStream()
+    for piece in pieces:
+        for p in stream.feed(piece):
+            if isinstance(p, Spoken):
+                # Each piece spoken is free of markup.
+                assert not any(m in p.text for m in MARKERS[:-1]), (pieces, p)
+                assert "<|vision_start|>" not in p.text

@@ -18,11 +18,22 @@ Function calling in the thinker (contract `GenerationParameters.tools`):
 - The talker only ever gets the tokens whose text was spoken: a token whose text is held
   back (it may begin `<tool_call>`) waits, and once a call began no token reaches the talker
   again. START goes with the first spoken token, so an answer that is a call alone never
-  starts the talker (no audio at all). The final token, as before, is not spoken.
+  starts the talker (no audio at all). The final token, as before, is not spoken; the
+  tokens before it whose text was decided only at the end (held back as an unclosed
+  `<tool_response>`'s, tool_calls.py) reach the talker then, before END.
+- With no tool offered the same holds (the stream is the same): a call the model writes
+  anyway is dropped and ends the generation, as under tool_choice "none".
 - "required" and "function" decode under a `CallConstraint` on the thinker's logits (the
   checkpoint's tokenizer; its llguidance view is built once per stage), so the generation is
   exactly one call whose arguments validate against the function's schema; the tokens the
   grammar forces are fed several per forward pass. max_tokens still holds.
+
+Nothing of the chat template is ever spoken, sent as text or given to the talker (random
+weights write any token; a real model may echo its prompt): the decode skips special tokens,
+the turn tokens (`TURN_MARKERS`: `<|im_end|>`, and `<|im_start|>` and `<|endoftext|>`, after
+which comes another turn) end the generation, the `ToolCallStream` drops the markup that is
+text (`<tool_response>` blocks, stray tags: tool_calls.py), and a token goes to the talker
+only if some of its text was spoken (never a special token, never a dropped one).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +81,7 @@ from turntaker_models.omni.sampling import Cancelled, SamplingConfig
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.thinker import TalkerStart, ThinkerSession
 from turntaker_models.settings import ModelSettings
-from turntaker_models.tool_calls import Spoken, ToolCallStream
+from turntaker_models.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
 from turntaker_models.tool_grammar import CallConstraint, ll_tokenizer
 
 log = logging.getLogger("turntaker.omni")
@@ -125,6 +137,12 @@ class Detokenizer:
         self.pending.clear()
         return text
 
+    def flush(self) -> str:
+        """The held-back tokens' text as it is (a broken character: U+FFFD)."""
+        text: str = self.tokenizer.decode(self.pending, skip_special_tokens=True)
+        self.pending.clear()
+        return text
+
 
 class ThinkerStage:
     def __init__(self, settings: ModelSettings, limits: StreamLimits | None = None) -> None:
@@ -132,6 +150,7 @@ class ThinkerStage:
         path = self.loaded.path
         self.prompts = PromptBuilder.load(path, self.loaded.config.thinker_config)
         self.tokenizer = self.prompts.tokenizer
+        self.stop_ids = stop_ids(self.tokenizer, self.loaded.config)
         # llguidance's view of the tokenizer, for constrained calls (built once: ~0.3 s).
         self.grammar_tokenizer = ll_tokenizer(self.tokenizer)
         self.journal = PromptJournal(settings.prompt_log) if settings.prompt_log else None
@@ -281,7 +300,8 @@ class _ThinkerRun:
     def _generate(
         self, session: ThinkerSession, params: GenerationParameters, sender: _ThinkerSender
     ) -> None:
-        answer = _Answer(self.stage.tokenizer, [t.name for t in shown_tools(params)])
+        stage = self.stage
+        answer = _Answer(stage.tokenizer, [t.name for t in shown_tools(params)])
         # A forced call says nothing: no talker conditioning to compute.
         want_talker = params.audio and session.constraint is None
         token, start = session.prefill(want_talker=want_talker)
@@ -293,7 +313,7 @@ class _ThinkerRun:
                 count += 1
                 constrained_done = session.constraint is not None and session.constraint.done
                 final = (
-                    token in session.eos_ids
+                    token in stage.stop_ids
                     or count >= params.max_tokens
                     or (index == len(fresh) - 1 and constrained_done)
                 )
@@ -302,6 +322,21 @@ class _ThinkerRun:
             room = params.max_tokens - count - 1
             token = session.step(*fresh)
             fresh = [token, *session.forced()[: max(0, room)]]
+
+
+def stop_ids(tokenizer: Any, config: Any) -> frozenset[int]:
+    """The tokens that end a generation: the end of the assistant's turn and the turn markers
+    the vocabulary holds (see the module docstring)."""
+    vocab = tokenizer.get_vocab()
+    ids = {int(config.im_end_token_id), int(config.im_start_token_id)}
+    return frozenset(ids | {int(vocab[t]) for t in TURN_MARKERS if t in vocab})
+
+
+def special_ids(tokenizer: Any) -> frozenset[int]:
+    """Every token a decode with skip_special_tokens leaves out (added tokens marked special;
+    `all_special_ids` misses some, e.g. `<|im_start|>`)."""
+    added = tokenizer.added_tokens_decoder.items()
+    return frozenset(int(i) for i, token in added if token.special)
 
 
 def shown_tools(params: GenerationParameters) -> list[ToolSpec]:
@@ -319,38 +354,45 @@ def call_constraint(grammar_tokenizer: Any, params: GenerationParameters) -> Cal
 
 
 class _Answer:
-    """The thinker's tokens in; out per token: the text spoken now, the tokens whose text is
-    all spoken (for the talker, in order) and the call's deltas to pass on."""
+    """The thinker's tokens in; out per token: the text spoken now, the tokens whose text was
+    spoken (for the talker, in order) and the call's deltas to pass on.
+
+    Tokens are grouped as the detokenizer decodes them (a character split over several tokens
+    is one group; an added token, which never completes one, starts a group of its own); a
+    group is decided once the stream has settled all its text, and goes to the talker if any
+    of that text was spoken, less any special token. A group with no text (a special token
+    alone) is never spoken."""
 
     def __init__(self, tokenizer: Any, offered: list[str]) -> None:
         self.detok = Detokenizer(tokenizer)
         self.calls = ToolCallStream()
         self.offered = frozenset(offered)
+        self.special = special_ids(tokenizer)
+        self.added = frozenset(int(i) for i in tokenizer.added_tokens_decoder)
         # Whether this call's deltas go out; None before its name is known.
         self.forwarded: bool | None = None
-        # Tokens not given to the talker yet, each with the end of its text in all the text.
-        self.pending: list[tuple[int, int]] = []
+        # The tokens of a character not decoded yet.
+        self.group: list[int] = []
+        # Groups not decided yet: their tokens and the span of their text in all the text.
+        self.pending: deque[tuple[list[int], int, int]] = deque()
+        # Spans of spoken text not yet matched against a decided group.
+        self.spoken: deque[tuple[int, int]] = deque()
         self.text_end = 0
-        self.spoken_end = 0
 
     @property
     def over(self) -> bool:
-        """Nothing more can be said: a call closed, was malformed or was dropped."""
-        return self.calls.call_done or self.calls.malformed or self.forwarded is False
+        """Nothing more can be said: a call closed, was malformed or was dropped (at once when
+        no function is offered), or the text marked the end of the turn."""
+        calls = self.calls
+        dropped = self.forwarded is False or (calls.in_call and not self.offered)
+        return calls.call_done or calls.malformed or calls.ended or dropped
 
     def push(self, token: int, final: bool) -> tuple[str, list[int], list[ToolCallDelta]]:
-        text = self.detok.add(token, final)
-        self.text_end += len(text)
-        self.pending.append((token, self.text_end))
-        if not self.offered:
-            # No tools offered: there is no call to find (a `<tool_call>` the model writes
-            # anyway, as random weights do, is text like any other), and every token goes to
-            # the talker as it comes, as before tools existed.
-            every = [t for t, _ in self.pending]
-            self.pending.clear()
-            self.spoken_end = self.text_end
-            return text, every, []
-        pieces = self.calls.feed(text) if text else []
+        pieces: list[Piece] = []
+        if token in self.added and self.detok.pending:
+            pieces += self._decoded(self.detok.flush())
+        self.group.append(token)
+        pieces += self._decoded(self.detok.add(token, final))
         if final:
             pieces += self.calls.close()
         spoken: list[str] = []
@@ -358,26 +400,42 @@ class _Answer:
         for piece in pieces:
             if isinstance(piece, Spoken):
                 spoken.append(piece.text)
+                self.spoken.append((piece.start, piece.start + len(piece.text)))
                 continue
             if self.forwarded is None:
                 self.forwarded = piece.name in self.offered
             if self.forwarded:
                 calls.append(piece)
-        said = "".join(spoken)
-        self.spoken_end += len(said)
         released: list[int] = []
-        while self.pending and self.pending[0][1] <= self.spoken_end:
-            released.append(self.pending.pop(0)[0])
-        if self.calls.in_call:
+        settled = self.calls.settled
+        while self.pending and self.pending[0][2] <= settled:
+            tokens, start, end = self.pending.popleft()
+            if self._was_spoken(start, end):
+                released += [t for t in tokens if t not in self.special]
+        if self.calls.in_call or self.over:
             # The rest of the text is the call's (or dropped): never spoken.
             self.pending.clear()
-        return said, released, calls
+        return "".join(spoken), released, calls
+
+    def _decoded(self, text: str) -> list[Piece]:
+        """The detokenizer's next text: closes the group when it decoded whole, reads it."""
+        if not self.detok.pending:
+            self.pending.append((self.group, self.text_end, self.text_end + len(text)))
+            self.group = []
+        self.text_end += len(text)
+        return self.calls.feed(text) if text else []
+
+    def _was_spoken(self, start: int, end: int) -> bool:
+        """Whether any of the text [start, end) was spoken (groups are asked in order)."""
+        while self.spoken and self.spoken[0][1] <= start:
+            self.spoken.popleft()
+        return start < end and bool(self.spoken) and self.spoken[0][0] < end
 
 
 class _Emitter:
     """One generation's tokens in, the thinker's messages out, in stream order: the spoken
     text with START (the talker's conditioning, with the first token spoken) or TOKEN for each
-    token whose text is all spoken (TEXT when none is), then each call delta on its own TEXT
+    token whose text was spoken (TEXT when none was), then each call delta on its own TEXT
     message, then END (with the last step's text if nothing followed it)."""
 
     def __init__(
@@ -398,11 +456,14 @@ class _Emitter:
         """Sends what `token` (the generation's last if `final`) gives; True after END."""
         spoken, released, calls = self.answer.push(token, final)
         done = final or self.answer.over
-        if done and not calls:
+        if done and released and released[-1] == token:
+            # The token that ends the generation is not spoken (the talker goes on to
+            # tts_eos); the tokens held back before it are (text decided only at the end).
+            released = released[:-1]
+        if done and not calls and not released:
             self.sender.emit(wire.END, spoken)
             return True
-        # The final token is not spoken (as without tools: the talker goes on to tts_eos).
-        self._speak(spoken, [] if done else released)
+        self._speak(spoken, released)
         for delta in calls:
             self.sender.emit(wire.TEXT, "", tool_call=encode(delta))
         if done:

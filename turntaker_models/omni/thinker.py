@@ -106,7 +106,6 @@ class ThinkerSession:
         self.cache: Any = None
         self.length = 0
         self.delta = torch.zeros(1, 1, dtype=torch.long)
-        self.eos_ids = {int(config.im_end_token_id)}
         self.constraint = constraint
 
     def _choose(self, logits: torch.Tensor) -> int:

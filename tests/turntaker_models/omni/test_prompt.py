@@ -279,3 +279,25 @@ def test_without_an_image_processor_images_are_refused(tiny: Tiny, tmp_path: Pat
     conversation = Conversation([Message("user", [ImagePart(data_url(PNG, "image/png"))])])
     with pytest.raises(ContractError, match="no image processor"):
         builder.build(conversation, [])
+
+
+def test_a_system_message_mid_conversation_equals_the_real_processor(
+    tiny: Tiny, processor: Any
+) -> None:
+    # OpenAI clients add system items at any point (docs/protocol.md "Client events").
+    conversation = Conversation(
+        [
+            Message("system", [TextPart("You are a helpful assistant.")]),
+            Message("user", [TextPart("Hi")]),
+            Message("assistant", [TextPart("Hello!")]),
+            Message("system", [TextPart("From now on, answer in French.")]),
+            Message("user", [TextPart("How are you?")]),
+        ]
+    )
+    ours = tiny.prompts.build(conversation, [])
+    text = processor.apply_chat_template(
+        _messages(conversation), tokenize=False, add_generation_prompt=True
+    )
+    theirs = processor(text=text, return_tensors="pt")
+    assert ours.input_ids.tolist() == theirs["input_ids"].tolist(), "token ids differ"
+    assert text.count("<|im_start|>system\n") == 2

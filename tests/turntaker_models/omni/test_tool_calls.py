@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.tool_specs import BOUNDED_WEATHER
+from tests.tool_specs import BOUNDED_WEATHER, WEATHER
 from tests.turntaker_models.omni.conftest import Tiny
 from tests.turntaker_models.omni.test_stages import Chain, _reset, open_chain
 from turntaker_models.contract import (
@@ -27,7 +27,9 @@ from turntaker_models.contract import (
     Message,
     TextPart,
     ToolCallDelta,
+    ToolCallPart,
     ToolChoice,
+    ToolResultPart,
     ToolSpec,
     decode_tool_call,
     encode,
@@ -35,7 +37,14 @@ from turntaker_models.contract import (
 from turntaker_models.omni import wire
 from turntaker_models.omni.prompt_journal import read_entries
 from turntaker_models.omni.sampling import SamplingConfig
-from turntaker_models.omni.stages import _Answer, _Emitter, _ThinkerSender, call_constraint
+from turntaker_models.omni.stages import (
+    _Answer,
+    _Emitter,
+    _ThinkerSender,
+    call_constraint,
+    special_ids,
+    stop_ids,
+)
 from turntaker_models.omni.thinker import ThinkerSession
 
 ALARM = ToolSpec(
@@ -202,15 +211,139 @@ def test_answer_holds_a_token_that_may_start_a_call(tiny: Tiny) -> None:
     assert text == "<b" and len(released) == 2
 
 
-def test_with_no_tool_offered_every_token_goes_to_the_talker_at_once(tiny: Tiny) -> None:
-    # No call can be made, so nothing is held: the talker hears each token as before tools.
+def test_with_no_tool_offered_a_call_is_dropped_and_ends_the_answer(tiny: Tiny) -> None:
+    # The same stream as with tools: "<" waits, and a call (random weights write
+    # `<tool_call>` too) is never spoken nor heard by the talker, and ends the answer.
     tokenizer = tiny.prompts.tokenizer
     answer = _Answer(tokenizer, [])
     (less,) = tokenizer.encode("<", add_special_tokens=False)
-    assert answer.push(less, False) == ("<", [less], [])
+    assert answer.push(less, False) == ("", [], [])
+    (b,) = tokenizer.encode("b", add_special_tokens=False)
+    assert answer.push(b, False) == ("<b", [less, b], [])
     (call,) = tokenizer.encode("<tool_call>", add_special_tokens=False)
-    text, released, calls = answer.push(call, False)
-    assert text == "<tool_call>" and released == [call] and calls == []
+    assert answer.push(call, False) == ("", [], []) and answer.over
+
+
+def ids_of(tokenizer: Any, pieces: list[str]) -> list[int]:
+    """Token ids of text pieces, an added token (special or a tag) as its one id."""
+    ids: list[int] = []
+    for piece in pieces:
+        if piece in tokenizer.added_tokens_encoder:
+            ids.append(tokenizer.added_tokens_encoder[piece])
+        else:
+            ids += tokenizer.encode(piece, add_special_tokens=False)
+    return ids
+
+
+TEMPLATE_TEXT = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|")
+
+
+@pytest.mark.parametrize("offered", [[], ["get_weather"]], ids=["no-tools", "tools"])
+@pytest.mark.parametrize(
+    ("pieces", "said"),
+    [
+        # What the tiny weights write after a tool result (see the chain test below).
+        (["One moment", "</tool_response>", " please."], "One moment please."),
+        (["Yes", "<|video_pad|>", "<|vision_start|>", ", sure."], "Yes, sure."),
+        (["Hi. ", "<tool_response>", '{"temp": 21}', "</tool_response>", "Bye."], "Hi. Bye."),
+        # Written out of plain tokens rather than as the one token: dropped just the same.
+        (["Fine. <", "|vision", "_end|", "> ok"], "Fine.  ok"),
+    ],
+)
+def test_answer_drops_template_text_and_its_tokens(
+    tiny: Tiny, pieces: list[str], said: str, offered: list[str]
+) -> None:
+    tokenizer = tiny.prompts.tokenizer
+    ids = ids_of(tokenizer, [*pieces, "<|im_end|>"])
+    answer = _Answer(tokenizer, offered)
+    text, talker = "", []
+    for index, token in enumerate(ids):
+        spoken, released, calls = answer.push(token, index == len(ids) - 1)
+        assert calls == []
+        text += spoken
+        talker += released
+    assert text == said
+    # The talker got exactly the tokens of the spoken text: no marker, no special token.
+    assert tokenizer.decode(talker, skip_special_tokens=False) == said
+    assert not set(talker) & special_ids(tokenizer)
+
+
+def test_the_turn_tokens_stop_the_thinker(tiny: Tiny) -> None:
+    tokenizer = tiny.prompts.tokenizer
+    turn = ids_of(tokenizer, ["<|im_start|>", "<|im_end|>", "<|endoftext|>"])
+    assert stop_ids(tokenizer, tiny.config) == frozenset(turn)
+
+
+def test_a_response_block_left_open_is_spoken_at_the_end(tiny: Tiny, chain: Chain) -> None:
+    """The model opens `<tool_response>` and answers inside it (as SmolLM2 does): the answer's
+    text and its tokens go out at the end, through the real talker and code2wav."""
+    _reset(chain)
+    tokenizer = tiny.prompts.tokenizer
+    said = "Sure, one moment."
+    ids = ids_of(tokenizer, ["<tool_response>", said, "<|im_end|>"])
+    params = GenerationParameters(max_tokens=len(ids) + 1)
+    conversation = Conversation([Message("user", [TextPart("Weather in Paris?")])])
+    prompt = tiny.prompts.build(conversation, [])
+    session = ThinkerSession(tiny.thinker, tiny.config, prompt, SamplingConfig(), 0, lambda: False)
+    _, start = session.prefill(want_talker=True)
+    hidden = int(tiny.config.thinker_config.text_config.hidden_size)
+    sender = _ThinkerSender(chain._reply(chain._to_talker), "open-block", encode(params), hidden)
+    emitter = _Emitter(_Answer(tokenizer, []), session, start, sender)
+    for index, token in enumerate(ids):
+        assert emitter.push(token, index == len(ids) - 1) == (index == len(ids) - 1)
+    session.close()
+    sender.reply.close()
+    chain.wait_idle()
+    assert all(r.error is None for r in chain.replies), [r.error for r in chain.replies]
+    assert "".join(chain.text) == said
+    tokens = [k for k in chain.kinds if k in (wire.START, wire.TOKEN)]
+    assert tokens[0] == wire.START and len(tokens) == len(tokenizer.encode(said))
+    assert chain.kinds[-1] == wire.END
+    assert sum(a.shape[0] for a in chain.audio) > 0
+
+
+TOOL_RESULT = Conversation(
+    [
+        Message("user", [TextPart("What is the weather like in Paris today?")]),
+        Message("assistant", [ToolCallPart("call_1", "get_weather", '{"city": "Paris"}')]),
+        Message("tool", [ToolResultPart("call_1", '{"temp": 21}')]),
+    ]
+)
+
+
+@pytest.mark.parametrize("tools", [[], [WEATHER]], ids=["no-tools", "tools"])
+def test_tiny_weights_after_a_tool_result_speak_no_template_text(
+    tiny: Tiny, chain: Chain, tools: list[ToolSpec]
+) -> None:
+    """The real case: told a tool's result, the tiny random weights write markup of their
+    prompt (`</tool_response>`, `</tool_call>`, special tokens) as greedy tokens; through the
+    three stages none of it is text, and the talker hears fewer tokens than were generated."""
+    max_tokens = 32
+    prompt = tiny.prompts.build(TOOL_RESULT, [], tools=tools)
+    session = ThinkerSession(tiny.thinker, tiny.config, prompt, SamplingConfig(), 0, lambda: False)
+    token, _ = session.prefill(want_talker=False)
+    raw = [token]
+    while len(raw) < max_tokens and token != tiny.config.im_end_token_id:
+        token = session.step(token)
+        raw.append(token)
+    session.close()
+    tokenizer = tiny.prompts.tokenizer
+    raw_text = tokenizer.decode(raw, skip_special_tokens=False)
+    markup = [t for t in raw if t in special_ids(tokenizer) or t in ids_of(tokenizer, list(TAGS))]
+    assert markup, f"the tiny weights wrote no markup to guard against: {raw_text!r}"
+    _reset(chain)
+    params = GenerationParameters(max_tokens=max_tokens, tools=tools)
+    chain.start(f"tool-result-{len(tools)}", params, conversation=TOOL_RESULT)
+    chain.wait_idle()
+    assert all(r.error is None for r in chain.replies), [r.error for r in chain.replies]
+    text = "".join(chain.text)
+    assert text and not any(marker in text for marker in TEMPLATE_TEXT), (text, raw_text)
+    heard = [k for k in chain.kinds if k in (wire.START, wire.TOKEN)]
+    assert 0 < len(heard) <= len(raw) - 1 - len(markup)
+    assert sum(a.shape[0] for a in chain.audio) > 0
+
+
+TAGS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 
 
 def test_speech_then_a_call_speaks_only_the_speech(tiny: Tiny, chain: Chain) -> None:
