@@ -117,7 +117,12 @@ class ToolCalls(CoreState):
         if live.message:
             transcript = "".join(live.text_parts)
             events, item = self.env.message_done(
-                rid, live.item_id, True, transcript=transcript, audio=live.audio
+                rid,
+                live.item_id,
+                True,
+                transcript=transcript,
+                audio=live.audio,
+                previous_item_id=self._previous_id(live.item_id),
             )
             self._events.extend(self._output_events(live, events))
             live.message_closed = item
@@ -127,11 +132,15 @@ class ToolCalls(CoreState):
             # Right after the response's message slot (a client's items may have come since).
             after = live.item_id if self._owns_slot(live.item_id, rid) else None
             self.conversation.add(conv.Item(out.item_id, "assistant", (), rid), after)
-            items = self.conversation.items
-            index = next(i for i, it in enumerate(items) if it.id == out.item_id)
-            previous = items[index - 1].id if index > 0 else None
+            previous = self._previous_id(out.item_id)
         self._events.extend(self._output_events(live, self.env.call_started(rid, out, previous)))
         return LiveCall(out)
+
+    def _previous_id(self, item_id: str) -> str | None:
+        """The item before `item_id` in the conversation (None: first, or not in it)."""
+        items = self.conversation.items
+        index = next((i for i, it in enumerate(items) if it.id == item_id), 0)
+        return items[index - 1].id if index > 0 else None
 
     def _owns_slot(self, item_id: str, rid: str) -> bool:
         return item_id in self.conversation and self.conversation.get(item_id).response_id == rid
@@ -155,13 +164,19 @@ class ToolCalls(CoreState):
         elif live.message:
             transcript = "".join(live.text_parts)
             events, item = self.env.message_done(
-                rid, live.item_id, completed, transcript=transcript, audio=live.audio
+                rid,
+                live.item_id,
+                completed,
+                transcript=transcript,
+                audio=live.audio,
+                previous_item_id=self._previous_id(live.item_id),
             )
             self._events.extend(self._output_events(live, events))
             output.append(item)
         if live.call is not None:
             arguments = "".join(live.call.arguments)
-            events, call = self.env.call_done(rid, live.call.out, arguments, completed)
+            previous = self._previous_id(live.call.out.item_id)
+            events, call = self.env.call_done(rid, live.call.out, arguments, completed, previous)
             self._events.extend(self._output_events(live, events))
             output.append(call)
         self._events.append(

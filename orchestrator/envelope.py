@@ -269,7 +269,14 @@ class Envelope:
         )
 
     def message_done(
-        self, rid: str, item_id: str, completed: bool, *, transcript: str, audio: bool
+        self,
+        rid: str,
+        item_id: str,
+        completed: bool,
+        *,
+        transcript: str,
+        audio: bool,
+        previous_item_id: str | None = None,
     ) -> tuple[list[OutEvent], wire.MessageItem]:
         """The message item's closing events (its content's `.done` ones only when it was
         completed), and the item as they sent it."""
@@ -288,7 +295,8 @@ class Envelope:
                 out.append(se.ResponseOutputTextDone(text=transcript, **ids))  # type: ignore[arg-type]
             out.append(se.ResponseContentPartDone(part=se.response_part(part), **ids))  # type: ignore[arg-type]
         out.append(se.ResponseOutputItemDone(response_id=rid, output_index=0, item=item))
-        out.append(se.ConversationItemDone(item=item))
+        # As in its `.added`: the JS Agents SDK places the item in its history by this one.
+        out.append(se.ConversationItemDone(item=item, previous_item_id=previous_item_id))
         return out, item
 
     def call_started(self, rid: str, call: CallOutput, previous: str | None) -> list[OutEvent]:
@@ -308,7 +316,12 @@ class Envelope:
         )
 
     def call_done(
-        self, rid: str, call: CallOutput, arguments: str, completed: bool
+        self,
+        rid: str,
+        call: CallOutput,
+        arguments: str,
+        completed: bool,
+        previous_item_id: str | None = None,
     ) -> tuple[list[OutEvent], wire.FunctionCallItem]:
         """The call's closing events: `arguments.done` only for a complete call (a cut one's
         arguments are no call to run), and the item as they sent it."""
@@ -328,7 +341,7 @@ class Envelope:
         out.append(
             se.ResponseOutputItemDone(response_id=rid, output_index=call.output_index, item=item)
         )
-        out.append(se.ConversationItemDone(item=item))
+        out.append(se.ConversationItemDone(item=item, previous_item_id=previous_item_id))
         return out, item
 
     def response_done(

@@ -499,3 +499,27 @@ def test_the_request_parameters_decode_as_the_pipeline_contract() -> None:
     params = pipeline_request("r", s.respond().request, default_max_tokens=8).parameters
     decoded = decode_parameters(msgspec.json.encode(params))
     assert decoded.tool_choice == "required" and len(decoded.tools) == 2
+
+
+def test_a_replys_items_are_done_after_the_same_item_as_they_were_added() -> None:
+    # The JS Agents SDK places an item in its local history by `conversation.item.done`'s
+    # previous_item_id: a null there put every reply at the front.
+    s = Session(tools=[WEATHER])
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
+    s.send("conversation.item.create", item={**user, "id": "u1"})
+    start = s.respond()
+    s.backend(BackendAudio(start.response_id, start.seq, b"\0\0" * 24 * 100, "One moment."))
+    s.call(start)
+    added = {
+        e["item"]["id"]: e["previous_item_id"]
+        for e in s.wire
+        if e["type"] == "conversation.item.added"
+    }
+    done = {
+        e["item"]["id"]: e["previous_item_id"]
+        for e in s.wire
+        if e["type"] == "conversation.item.done"
+    }
+    message, call = [i for i in added if i != "u1"]
+    assert added[message] == done[message] == "u1"
+    assert added[call] == done[call] == message
