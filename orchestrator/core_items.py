@@ -139,12 +139,7 @@ class ItemHandling(CoreState):
             # speech_started (or timeout_triggered) already promised this id to the next turn.
             self._error(*duplicate_item(item_id), "item.id")
             return
-        if isinstance(event.item, wire.MessageItem):
-            fmt = self.settings.input_format
-            content = tuple(_content_from_wire(part, fmt) for part in event.item.content)
-            item = conv.Item(item_id, event.item.role, content)
-        else:
-            item = tool_item(item_id, event.item)
+        item = self._from_wire(item_id, event.item)
         previous = event.previous_item_id
         try:
             self.conversation.add(item, previous)
@@ -164,7 +159,6 @@ class ItemHandling(CoreState):
         client was told)."""
         if params is None or params.input is None:
             return self.conversation.prompt_view().items
-        fmt = self.settings.input_format
         items: list[conv.Item] = []
         for index, entry in enumerate(params.input):
             if isinstance(entry, ce.ItemReference):
@@ -176,17 +170,21 @@ class ItemHandling(CoreState):
                     )
                     return None
                 items.append(self.conversation.get(entry.id))
-            elif isinstance(entry, wire.MessageItem):
-                content = tuple(_content_from_wire(part, fmt) for part in entry.content)
-                items.append(conv.Item(entry.id or self._new_id("item"), entry.role, content))
             else:
-                items.append(tool_item(entry.id or self._new_id("item"), entry))
+                items.append(self._from_wire(entry.id or self._new_id("item"), entry))
         return tuple(items)
 
+    def _from_wire(self, item_id: str, item: wire.Item) -> conv.Item:
+        """A client's item (`conversation.item.create`, `response.input`) as history holds it;
+        its audio in the session's input format at the time it was sent."""
+        if isinstance(item, wire.MessageItem):
+            fmt = self.settings.input_format
+            content = tuple(_content_from_wire(part, fmt) for part in item.content)
+            return conv.Item(item_id, item.role, content)
+        return tool_item(item_id, item)
+
     def _announce_item(self, item: conv.Item) -> None:
-        items = self.conversation.items
-        index = next(i for i, it in enumerate(items) if it.id == item.id)
-        previous = items[index - 1].id if index > 0 else None
+        previous = self._previous_id(item.id)
         self._events.append(self.env.item_added(item, previous))
         self._events.append(self.env.item_done(item, previous))
 

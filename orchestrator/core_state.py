@@ -154,6 +154,12 @@ class CoreState:
         if now_ms is not None:
             self._now_ms = max(self._now_ms, now_ms)
 
+    def _previous_id(self, item_id: str) -> str | None:
+        """The item before `item_id` in the conversation (None: first, or not in it)."""
+        items = self.conversation.items
+        index = next((i for i, it in enumerate(items) if it.id == item_id), 0)
+        return items[index - 1].id if index > 0 else None
+
     def _last_item_id(self) -> str | None:
         items = self.conversation.items
         return items[-1].id if items else None

@@ -115,17 +115,7 @@ class ToolCalls(CoreState):
     def _start_call(self, live: LiveResponse, name: str) -> LiveCall:
         rid = live.chart.response_id
         if live.message:
-            transcript = "".join(live.text_parts)
-            events, item = self.env.message_done(
-                rid,
-                live.item_id,
-                True,
-                transcript=transcript,
-                audio=live.audio,
-                previous_item_id=self._previous_id(live.item_id),
-            )
-            self._events.extend(self._output_events(live, events))
-            live.message_closed = item
+            live.message_closed = self._close_message(live, completed=True)
         out = CallOutput(self._new_id("item"), new_call_id(), name, 1 if live.message else 0)
         previous = None
         if live.in_conversation:
@@ -136,11 +126,18 @@ class ToolCalls(CoreState):
         self._events.extend(self._output_events(live, self.env.call_started(rid, out, previous)))
         return LiveCall(out)
 
-    def _previous_id(self, item_id: str) -> str | None:
-        """The item before `item_id` in the conversation (None: first, or not in it)."""
-        items = self.conversation.items
-        index = next((i for i, it in enumerate(items) if it.id == item_id), 0)
-        return items[index - 1].id if index > 0 else None
+    def _close_message(self, live: LiveResponse, completed: bool) -> wire.MessageItem:
+        """The reply's message item closing events (sent), and the item as they sent it."""
+        events, item = self.env.message_done(
+            live.chart.response_id,
+            live.item_id,
+            completed,
+            transcript="".join(live.text_parts),
+            audio=live.audio,
+            previous_item_id=self._previous_id(live.item_id),
+        )
+        self._events.extend(self._output_events(live, events))
+        return item
 
     def _owns_slot(self, item_id: str, rid: str) -> bool:
         return item_id in self.conversation and self.conversation.get(item_id).response_id == rid
@@ -162,17 +159,7 @@ class ToolCalls(CoreState):
         if live.message_closed is not None:
             output.append(live.message_closed)
         elif live.message:
-            transcript = "".join(live.text_parts)
-            events, item = self.env.message_done(
-                rid,
-                live.item_id,
-                completed,
-                transcript=transcript,
-                audio=live.audio,
-                previous_item_id=self._previous_id(live.item_id),
-            )
-            self._events.extend(self._output_events(live, events))
-            output.append(item)
+            output.append(self._close_message(live, completed))
         if live.call is not None:
             arguments = "".join(live.call.arguments)
             previous = self._previous_id(live.call.out.item_id)
