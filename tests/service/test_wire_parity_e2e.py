@@ -201,8 +201,9 @@ def _js_sdk_failures(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_every_server_event_parses_strictly_with_the_client_sdks(
     null_server: BackgroundServer,
 ) -> None:
-    if shutil.which("node") is None or not SCHEMAS.is_file():
-        pytest.skip("node and tests/clients/js/node_modules (`make test` installs both)")
+    # `make test` installs both: a missing one is a failure, never a skip.
+    assert shutil.which("node") is not None, "node is not installed"
+    assert SCHEMAS.is_file(), f"{SCHEMAS} is missing: run `make test` (it runs npm ci)"
     with raw_session(null_server.url) as session:
         _conversation(session)
     seen = {event["type"] for event in session.events}
