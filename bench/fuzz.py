@@ -2,7 +2,7 @@
 
 Two runs of `--inputs` generated client messages each, in sessions of `--length`, with the
 generators and invariants of the `fuzzing` package (those of CI's
-tests/orchestrator/test_core_fuzz.py and tests/service/test_fuzz_e2e.py):
+tests/orchestrator/session/test_core_fuzz.py and tests/e2e/test_fuzz_e2e.py):
 - in memory (`fuzzing.in_memory`): each message decoded at the edge and fed to a
   `SessionCore` whose backend, VAD, transcriber and timers are seeded stand-ins;
 - over real WebSockets to a live server (`fuzzing.live`): it starts its own tritonserver (the

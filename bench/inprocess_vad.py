@@ -1,7 +1,8 @@
 """One silero-vad ONNX instance per session, run inline in the server's event loop.
 
 This is what peer servers do; the load benchmark plugs it into the realtime server in place of
-the batched Triton `vad` (orchestrator/vad_batcher.py) to compare the two at the same N. Same
+the batched Triton `vad` (orchestrator/service/backends/vad_batcher.py) to compare the two at the
+same N. Same
 ONNX file, one ONNX thread, the same 64-sample context the Triton model keeps.
 """
 

@@ -26,7 +26,7 @@ from bench.inprocess_vad import InProcessVad
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.serve import serve
-from orchestrator.service.session_services import VadService
+from orchestrator.service.sessions.services import VadService
 
 
 def rss_bytes() -> int:

@@ -1,7 +1,7 @@
 """Constrained vs free decoding of one function call: SmolLM2-135M on CPU, the `llm` decoder.
 
 The same request (a weather question, the weather tool in the system prompt) decoded three
-ways by turntaker_models/llm.py's Decoder, runs interleaved so that drift in machine load
+ways by turntaker_models/cascade/llm.py's Decoder, runs interleaved so that drift in machine load
 hits every way alike:
 - constrained, fast-forward: tool_choice "function" under the CallConstraint, the grammar's
   forced tokens (the call's fixed text) fed several per forward pass, as the service runs;
@@ -30,7 +30,9 @@ import time
 from dataclasses import dataclass
 
 from bench import report
-from turntaker_models import smollm
+from turntaker_models.cascade import smollm
+from turntaker_models.cascade.llm import Decoder, GenerationStats
+from turntaker_models.cascade.tool_grammar import CallConstraint
 from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
@@ -38,9 +40,7 @@ from turntaker_models.contract import (
     TextPart,
     ToolSpec,
 )
-from turntaker_models.llm import Decoder, GenerationStats
 from turntaker_models.settings import ModelSettings
-from turntaker_models.tool_grammar import CallConstraint
 
 HEADING = "## Function calling: constrained decoding"
 COMMAND = "python -m bench.tool_decoding"

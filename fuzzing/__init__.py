@@ -9,6 +9,6 @@ and two ways to run them.
   most of the fuzzing; `live` sends them over real sockets to a live server, whose health
   `server_health` watches. `results` holds what a run found.
 
-Shared by `tests/orchestrator/test_core_fuzz.py` and `tests/service/test_fuzz_e2e.py` (CI)
+Shared by `tests/orchestrator/session/test_core_fuzz.py` and `tests/e2e/test_fuzz_e2e.py` (CI)
 and `bench/fuzz.py` (`make fuzz`, the long run).
 """

@@ -39,13 +39,13 @@ from fuzzing.inputs import FuzzInput, Json, Script, substitute
 from fuzzing.live import PROBE_ITEM
 from fuzzing.results import Failure, FuzzStats
 from fuzzing.stand_ins import StandIns
-from orchestrator.actions import Action, EndSession
-from orchestrator.core import CoreConfig, CoreInput, SessionCore, Step
-from orchestrator.inputs import CloseReason, CloseRequested
 from orchestrator.protocol import server as se
 from orchestrator.protocol.client import SessionEventAck, SessionResume
 from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
 from orchestrator.service.config import ServiceConfig
+from orchestrator.session.actions import Action, EndSession
+from orchestrator.session.core import CoreConfig, CoreInput, SessionCore, Step
+from orchestrator.session.inputs import CloseReason, CloseRequested
 
 MAX_MESSAGE_BYTES: Final = ServiceConfig().max_message_bytes
 _CLOSE_REASONS: Final[tuple[CloseReason, ...]] = ("server_shutting_down", "session_expired")

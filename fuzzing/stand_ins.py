@@ -26,7 +26,8 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from orchestrator.actions import (
+from orchestrator.protocol.tools import ToolChoiceFunction
+from orchestrator.session.actions import (
     Action,
     ArmTimer,
     CancelBackend,
@@ -37,7 +38,7 @@ from orchestrator.actions import (
     StartBackend,
     Transcribe,
 )
-from orchestrator.inputs import (
+from orchestrator.session.inputs import (
     BackendAudio,
     BackendDone,
     BackendEvent,
@@ -51,7 +52,6 @@ from orchestrator.inputs import (
     TurnPrediction,
     VadDown,
 )
-from orchestrator.protocol.tools import ToolChoiceFunction
 
 # What the core takes from these stand-ins.
 WorldInput = (

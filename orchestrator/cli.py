@@ -24,8 +24,8 @@ def _triton(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     if args.workers != 1:
-        # N processes behind nginx (orchestrator/service/workers.py; it refuses N < 1).
-        from orchestrator.service.workers import run as run_workers
+        # N processes behind nginx (orchestrator/supervisor/workers.py; it refuses N < 1).
+        from orchestrator.supervisor.workers import run as run_workers
 
         return run_workers(args)
     from orchestrator.service.serve import run

@@ -11,7 +11,7 @@ Rules it guarantees (docs/protocol.md "Session resume"):
   `AttachConnection`); a resume while attached takes the session over from the connection
   still open, which is told and closed first (`ReplaceConnection`, then `AttachConnection`).
   Whether a resume may be honoured at all (token, key, journal) is the link's check
-  (orchestrator/session_link.py); the chart only ever resumes a session that has not ended.
+  (orchestrator/session/resume/link.py); the chart only ever resumes a session that has not ended.
 - A detached session ends when its grace passes (`expire`) or its journal overflows
   (`overflow`), as if its client had left (`EndUnattended`). Both are ignored while attached:
   a resume that came first wins, and a late timer decides nothing.

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from orchestrator.actions import InferenceRequest
+    from orchestrator.session.actions import InferenceRequest
 
 ResponseStatus = Literal["completed", "cancelled", "failed", "incomplete"]
 HistoryMode = Literal["full", "cut"]
 RejectCode = Literal["input_audio_buffer_commit_empty", "response_cancel_not_active"]
-# What the overlap's latest partial transcript says (orchestrator/overlap.py): none back yet,
+# What the overlap's latest partial transcript says (orchestrator/session/turns/overlap.py): none
+# back yet,
 # words that are not backchannels, only backchannels, or nothing at all (noise).
 Heard = Literal["nothing", "words", "backchannel", "noise"]
 OverlapDecision = Literal["interrupt", "resume"]
@@ -213,7 +214,8 @@ class HearByAcknowledgement:
 
 @dataclass(frozen=True, slots=True)
 class StartPreemptive:
-    """Start a preemptive response on the turn so far (orchestrator/preemption.py): its
+    """Start a preemptive response on the turn so far (orchestrator/session/turns/preemption.py):
+    its
     output is held, nothing of it is sent until it is adopted."""
 
 

@@ -25,7 +25,8 @@ Rules it guarantees (docs/protocol.md):
   without it, so a call cut before its arguments were complete never reaches the history.
 - Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
 - An adopted preemptive response (`adopt`) starts generating without `StartBackend`: its
-  stream was started before its turn was committed (orchestrator/preemption.py); from then on
+  stream was started before its turn was committed (orchestrator/session/turns/preemption.py); from
+  then on
   every rule above applies to it as to any response.
 - The session chart is told by effects, never kept in step by hand: every transition that
   leaves `generating` emits `ResponseFinished` (with whether audio is still to be heard), and
@@ -55,7 +56,7 @@ from statecharts.effects import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.actions import InferenceRequest
+    from orchestrator.session.actions import InferenceRequest
 
 
 class ResponseChart(Chart):

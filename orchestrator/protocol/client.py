@@ -189,7 +189,7 @@ class SessionEventAck(_ClientEvent, frozen=True, kw_only=True, tag="session.even
 
 
 # About the connection rather than the conversation: handled by the session's link
-# (orchestrator/session_link.py), so the core's dispatch never sees them.
+# (orchestrator/session/resume/link.py), so the core's dispatch never sees them.
 LinkEvent = SessionResume | SessionEventAck
 
 CLIENT_EVENT_TYPES: frozenset[str] = frozenset(

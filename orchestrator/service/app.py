@@ -28,12 +28,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from orchestrator.protocol.codec import ServerEventEncoder, error_event
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.access import AccessControl, Admitted, Handshake, Lease, Refused
+from orchestrator.service.backends.endpoints import EndpointPool
 from orchestrator.service.config import ServiceConfig
-from orchestrator.service.connection import Connection
-from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.session_host import SessionHost
-from orchestrator.service.session_services import AppendBudget, SessionServices
+from orchestrator.service.sessions.connection import Connection
+from orchestrator.service.sessions.host import SessionHost
+from orchestrator.service.sessions.services import AppendBudget, SessionServices
 
 log = logging.getLogger("turntaker.session")
 

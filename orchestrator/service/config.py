@@ -76,7 +76,7 @@ class ServiceConfig:
     route_id: str = ""
     # `turntaker serve --workers N`: a worker that dies is started again after this long,
     # doubling (to 30 s) while it keeps dying within a minute of its start
-    # (orchestrator/service/respawn.py); 0: a dead worker stays dead, nginx routes around it.
+    # (orchestrator/supervisor/respawn.py); 0: a dead worker stays dead, nginx routes around it.
     worker_respawn_s: float = 1.0
     # On SIGTERM (or `BackgroundServer.drain()`): how long open sessions get to receive their
     # closing events and close (1001) before the server cancels whatever is left and exits.

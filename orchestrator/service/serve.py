@@ -17,18 +17,18 @@ import trio
 
 from orchestrator.service.access import AccessControl, AccessSettings, settings_from_config
 from orchestrator.service.app import AppState, build_app, drain
+from orchestrator.service.backends.endpoints import EndpointPool
+from orchestrator.service.backends.response_actor import ResponseServices
+from orchestrator.service.backends.transcriber import TritonTranscriber
+from orchestrator.service.backends.turn_predictor import TritonTurnPredictor
+from orchestrator.service.backends.vad_batcher import VadBatcher, VadBatcherConfig
 from orchestrator.service.config import PIPELINES, ServiceConfig, load_config
-from orchestrator.service.endpoints import EndpointPool
 from orchestrator.service.loop_lag import LagSink, probe_loop_lag
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.response_actor import ResponseServices
-from orchestrator.service.session_host import SessionHost
-from orchestrator.service.session_services import SessionServices, VadService
-from orchestrator.service.transcriber import TritonTranscriber
-from orchestrator.service.turn_predictor import TritonTurnPredictor
+from orchestrator.service.sessions.host import SessionHost
+from orchestrator.service.sessions.services import SessionServices, VadService
 from orchestrator.service.ws_transport import install_transport_limit, transport_max_message_bytes
 from orchestrator.triton.launcher import TritonConfig, TritonServer
-from orchestrator.vad_batcher import VadBatcher, VadBatcherConfig
 from turntaker_models.settings import default_cache_dir
 
 

@@ -11,7 +11,7 @@ import pytest
 from playwright import sync_api
 from scipy.io import wavfile
 
-from tests.service.realtime_client import RATE, Audio, pcm16
+from tests.e2e.realtime_client import RATE, Audio, pcm16
 
 CHROMIUM = Path("/usr/lib/chromium/chromium")
 ARGS = [

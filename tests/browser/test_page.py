@@ -22,7 +22,7 @@ from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer
 from tests.browser.conftest import sync_api, write_wav
 from tests.conftest import free_port
-from tests.service.realtime_client import flite_speech, silence
+from tests.e2e.realtime_client import flite_speech, silence
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 Opener = Callable[[Path, str], "sync_api.Page"]

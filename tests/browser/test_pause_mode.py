@@ -37,7 +37,7 @@ from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer
 from tests.browser.conftest import write_wav
 from tests.conftest import REPO_ROOT, free_port
-from tests.service.realtime_client import flite_speech, silence
+from tests.e2e.realtime_client import flite_speech, silence
 
 STATIC = REPO_ROOT / "orchestrator" / "service" / "static"
 Opener = Callable[..., "sync_api.Page"]

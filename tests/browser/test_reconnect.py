@@ -37,7 +37,7 @@ from websockets.sync.server import ServerConnection
 from orchestrator.service.serve import BackgroundServer
 from tests.browser.conftest import write_wav
 from tests.browser.test_pause_mode import CHUNK, ScriptedServer, _chunk
-from tests.service.realtime_client import flite_speech, silence
+from tests.e2e.realtime_client import flite_speech, silence
 from tests.tcp_proxy import TcpProxy
 
 Opener = Callable[[Path, str], "sync_api.Page"]

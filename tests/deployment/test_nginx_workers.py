@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestrator.service.nginx_conf import (
+from orchestrator.supervisor.nginx_conf import (
     FAIL_TIMEOUT_S,
     Backend,
     find_nginx,
@@ -46,10 +46,10 @@ from orchestrator.service.nginx_conf import (
 )
 from orchestrator.triton import TritonServer
 from tests.conftest import REPO_ROOT, free_port
-from tests.service.realtime_client import RawSession, raw_session
-from tests.service.test_conversation_e2e import _ask_text, _manual
-from tests.service.test_reliability_e2e import _closed
-from tests.service.test_resume_e2e import _resume
+from tests.e2e.realtime_client import RawSession, raw_session
+from tests.e2e.test_conversation_e2e import _ask_text, _manual
+from tests.e2e.test_reliability_e2e import _closed
+from tests.e2e.test_resume_e2e import _resume
 
 pytestmark = pytest.mark.skipif(
     not (REPO_ROOT / "model_repository" / "null").is_dir(), reason="no `null` model"

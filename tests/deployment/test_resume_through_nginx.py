@@ -30,10 +30,10 @@ import pytest
 from orchestrator.triton import TritonServer
 from tests.conftest import REPO_ROOT
 from tests.deployment.test_nginx_workers import Cluster, _cluster, _route
-from tests.service.realtime_client import RawSession, raw_session
-from tests.service.test_conversation_e2e import _ask_text, _manual
-from tests.service.test_reliability_e2e import _closed
-from tests.service.test_resume_e2e import _drop, _resume, _seqs
+from tests.e2e.realtime_client import RawSession, raw_session
+from tests.e2e.test_conversation_e2e import _ask_text, _manual
+from tests.e2e.test_reliability_e2e import _closed
+from tests.e2e.test_resume_e2e import _drop, _resume, _seqs
 
 pytestmark = pytest.mark.skipif(
     not (REPO_ROOT / "model_repository" / "null").is_dir(), reason="no `null` model"

@@ -1,4 +1,4 @@
-"""The pure parts of `turntaker serve --workers N` (orchestrator/service/workers.py): route ids,
+"""The pure parts of `turntaker serve --workers N` (orchestrator/supervisor/workers.py): route ids,
 ports, a worker's command line and the rendered deploy/nginx.conf. No processes here;
 test_nginx_workers.py runs the real thing.
 """
@@ -10,8 +10,13 @@ import re
 import pytest
 
 from orchestrator.cli import build_parser
-from orchestrator.service.nginx_conf import POOL_UPSTREAM, Backend, read_template, render_nginx_conf
-from orchestrator.service.workers import dial_host, route_ids, worker_command, worker_ports
+from orchestrator.supervisor.nginx_conf import (
+    POOL_UPSTREAM,
+    Backend,
+    read_template,
+    render_nginx_conf,
+)
+from orchestrator.supervisor.workers import dial_host, route_ids, worker_command, worker_ports
 
 BACKENDS = [Backend("w0", "127.0.0.1", 8001), Backend("w1", "127.0.0.1", 8002)]
 

@@ -1,5 +1,5 @@
 """The in-memory runner finds a broken core (fuzzing/in_memory.py): planted bugs must fail it,
-and the real core must pass it. The big run is tests/orchestrator/test_core_fuzz.py."""
+and the real core must pass it. The big run is tests/orchestrator/session/test_core_fuzz.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from fuzzing.in_memory import MemoryRunner
 from fuzzing.inputs import FuzzInput, Script
 from fuzzing.scripts import memory_scripts
-from orchestrator.core import SessionCore, Step
 from orchestrator.protocol import server as se
 from orchestrator.protocol.errors import ProtocolError
+from orchestrator.session.core import SessionCore, Step
 
 SESSIONS = 40
 

@@ -8,7 +8,7 @@ import random
 import numpy as np
 
 from fuzzing.stand_ins import StandIns
-from orchestrator.actions import (
+from orchestrator.session.actions import (
     ArmTimer,
     CancelBackend,
     CancelTimer,
@@ -18,7 +18,7 @@ from orchestrator.actions import (
     StartBackend,
     Transcribe,
 )
-from orchestrator.inputs import (
+from orchestrator.session.inputs import (
     BackendAudio,
     BackendDone,
     BackendEvent,

@@ -15,7 +15,7 @@
 //
 // As a program it reads JSON events, one per line, on stdin and prints
 // {"checked": N, "failures": [{"index", "type", "problems"}]}; it exits 1 when any failed.
-// tests/service/test_wire_parity_e2e.py feeds it the e2e suite's events; sdk_server_events.test.mjs
+// tests/e2e/test_wire_parity_e2e.py feeds it the e2e suite's events; sdk_server_events.test.mjs
 // shows it fails.
 
 import { existsSync, readFileSync } from "node:fs";

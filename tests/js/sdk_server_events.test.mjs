@@ -1,4 +1,4 @@
-// The checker that tests/service/test_wire_parity_e2e.py runs the e2e suite's server events
+// The checker that tests/e2e/test_wire_parity_e2e.py runs the e2e suite's server events
 // through (sdk_server_events.mjs): it passes the shapes the server sends, and fails each way a
 // client of the JS Agents SDK would be hurt.
 import assert from "node:assert/strict";

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.actions import InferenceRequest
+from orchestrator.session.actions import InferenceRequest
 from statecharts.effects import (
     CancelBackend,
     CommitCall,

@@ -32,6 +32,7 @@ from orchestrator.triton.pipeline_client import (
 from tests.triton.test_vad import flite_speech
 from tests.triton.tts_client import TtsStream, loud_runs
 from turntaker_models.cancel_board import StopRecord
+from turntaker_models.cascade.llm import SentenceCutter
 from turntaker_models.contract import (
     OUTPUT_SAMPLE_RATE,
     AudioPart,
@@ -40,7 +41,6 @@ from turntaker_models.contract import (
     Message,
     TextPart,
 )
-from turntaker_models.llm import SentenceCutter
 
 QUESTION = "What is the capital of France?"
 LONG_QUESTION = "Tell me a long story about a dog who learns to fly."

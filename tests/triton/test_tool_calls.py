@@ -9,7 +9,7 @@ own client (`PipelineStream`, which decodes TOOL_CALL into `PipelineChunk.tool_c
 - "auto" and "none" with tools still speak (text and audio, no call);
 - a cancel on the board in the middle of a call ends the stream and stops the stages;
 - told a tool's result, neither pipeline speaks or sends as text any of the chat template
-  (both models do write it: tests/turntaker_models/test_llm.py and
+  (both models do write it: tests/turntaker_models/cascade/test_llm.py and
   tests/turntaker_models/omni/test_tool_calls.py show their raw greedy tokens for the same
   conversations).
 """

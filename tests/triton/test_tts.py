@@ -22,8 +22,8 @@ from tests.triton.tts_client import (
     transcribe,
     word_error_rate,
 )
+from turntaker_models.cascade.speech import CHUNK_SAMPLES, FIRST_CHUNK_SAMPLES
 from turntaker_models.contract import GenerationParameters
-from turntaker_models.speech import CHUNK_SAMPLES, FIRST_CHUNK_SAMPLES
 
 SENTENCE = "The library opens early on weekdays, and closes late on weekends."
 # Many clauses: about forty seconds of speech, so a cancel surely lands mid-sentence.

@@ -14,9 +14,9 @@ import trio
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from orchestrator.service.endpoints import EndpointPool, NoHealthyEndpoint
+from orchestrator.service.backends.endpoints import EndpointPool, NoHealthyEndpoint
+from orchestrator.service.backends.turn_predictor import TritonTurnPredictor
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.turn_predictor import TritonTurnPredictor
 from orchestrator.triton import TritonServer
 from tests.turntaker_models.turn_speech import SENTENCES, complete_turn, cut_turn
 from turntaker_models.contract import INPUT_SAMPLE_RATE

@@ -23,8 +23,8 @@ import soxr
 import tritonclient.grpc as grpcclient
 
 from bench import speech
+from turntaker_models.cascade.llm import SentenceCutter
 from turntaker_models.contract import GenerationParameters, encode
-from turntaker_models.llm import SentenceCutter
 
 Audio = npt.NDArray[np.float32]
 ASR_RATE = 16000
@@ -43,7 +43,8 @@ def festival_speech(tmp_path: Path, text: str) -> Audio:
 
 def llm_steps(reply: str) -> list[tuple[str, str]]:
     """`reply` as `cascade`'s llm streams it into tts: per word-sized delta, (delta, the
-    sentences it completed, joined), the last one flushing the rest (turntaker_models.llm)."""
+    sentences it completed, joined), the last one flushing the rest
+    (turntaker_models.cascade.llm)."""
     cutter = SentenceCutter()
     deltas = re.findall(r"\s*\S+|\s+$", reply)
     assert "".join(deltas) == reply

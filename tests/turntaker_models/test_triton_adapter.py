@@ -12,7 +12,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from turntaker_models import null, tts
+from turntaker_models import null
+from turntaker_models.cascade import tts
 from turntaker_models.triton_adapter import (
     ModelContext,
     Reply,

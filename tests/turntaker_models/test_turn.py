@@ -81,7 +81,7 @@ def test_model_and_client_share_one_window_rule() -> None:
 def test_the_orchestrators_client_loads_no_model_runtime() -> None:
     """turn_window is numpy only: the realtime server must not pay for onnxruntime or torch."""
     probe = (
-        "import sys, orchestrator.service.turn_predictor; "
+        "import sys, orchestrator.service.backends.turn_predictor; "
         "print(','.join(m for m in ('onnxruntime', 'transformers', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -9,7 +9,7 @@ ABORT message so nothing waits for the idle timeout.
 Function calling in the thinker (contract `GenerationParameters.tools`):
 - The tools go into the prompt as the checkpoint's chat template lays them out (prompt.py),
   unless tool_choice is "none".
-- Every generation's text goes through a `ToolCallStream` (turntaker_models/tool_calls.py):
+- Every generation's text goes through a `ToolCallStream` (turntaker_models/cascade/tool_calls.py):
   the spoken text is T_TEXT as before; each call delta goes out as its own TEXT message with
   T_TOOL_CALL (JSON `ToolCallDelta`) and nothing to speak. A call to a function the request
   does not offer, or any call under "none", is dropped and ends the generation; so does a
@@ -52,6 +52,8 @@ import numpy as np
 import torch
 
 from turntaker_models.cancel_board import CancelBoard
+from turntaker_models.cascade.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
+from turntaker_models.cascade.tool_grammar import CallConstraint, ll_tokenizer
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -81,8 +83,6 @@ from turntaker_models.omni.sampling import Cancelled, SamplingConfig
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.thinker import TalkerStart, ThinkerSession
 from turntaker_models.settings import ModelSettings
-from turntaker_models.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
-from turntaker_models.tool_grammar import CallConstraint, ll_tokenizer
 
 log = logging.getLogger("turntaker.omni")
 

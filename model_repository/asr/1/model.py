@@ -1,4 +1,4 @@
-"""Triton Python-backend model `asr`: a thin adapter over turntaker_models.asr."""
+"""Triton Python-backend model `asr`: a thin adapter over turntaker_models.cascade.asr."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from turntaker_models.asr import Transcriber
+from turntaker_models.cascade.asr import Transcriber
+from turntaker_models.cascade.whisper_assets import whisper_model_dir
 from turntaker_models.contract import ContractError
 from turntaker_models.settings import ModelSettings
-from turntaker_models.whisper_assets import whisper_model_dir
 
 
 class TritonPythonModel:

@@ -159,7 +159,7 @@ def test_a_bad_schema_fails_the_request(chain: Chain) -> None:
 
 
 def test_constraint_only_for_forced_choices(tiny: Tiny) -> None:
-    from turntaker_models.tool_grammar import ll_tokenizer
+    from turntaker_models.cascade.tool_grammar import ll_tokenizer
 
     ll = ll_tokenizer(tiny.prompts.tokenizer)
     assert call_constraint(ll, GenerationParameters(tools=[BOUNDED_WEATHER])) is None

@@ -1,0 +1,126 @@
+"""SessionHost: this process's open sessions, apart from the connections that carry them.
+
+Rules (docs/protocol.md "Session resume"):
+- A session outlives its connection: it runs in the host's nursery, not in a connection's
+  handler, so a lost socket leaves it running for its grace. Its lease (the API key's session
+  slot), its registry entry and its metrics go with the session's end, not the socket's.
+- A `session.resume` is looked up here by session id and judged by that session's link; an
+  id unknown here reads the same as a wrong token (session_link.refuse_unknown). A resume
+  honoured moves the connection to the resumed session and discards the provisional session
+  the connection had opened: nothing of it is ever heard of again.
+- When a session ends while a connection carries it, that connection is closed with the
+  session's end (code and reason); the I/O layer flushes and closes the socket.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from orchestrator.protocol import client as ce
+from orchestrator.service.config import ServiceConfig
+from orchestrator.service.metrics import Metrics
+from orchestrator.service.sessions.actor import SessionActor
+from orchestrator.service.sessions.connection import Connection
+from orchestrator.service.sessions.services import AppendBudget, SessionServices
+from orchestrator.session.resume.link import ResumeFailed, refuse_unknown, resume_failed
+
+log = logging.getLogger("turntaker.session")
+
+
+class SessionHost:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        services: SessionServices,
+        metrics: Metrics,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.config = config
+        self.services = services
+        self.metrics = metrics
+        self._nursery = nursery
+        # The open sessions, by id: resumes, gauges over all of them, draining on shutdown.
+        self.sessions: dict[str, SessionActor] = {}
+        # Set once no session is open (for a drain to wait on); replaced when one opens.
+        self.empty = trio.Event()
+        self.empty.set()
+        metrics.sessions_in_grace.set_function(
+            lambda: float(sum(1 for s in self.sessions.values() if s.link.detached))
+        )
+        metrics.resume_journal_bytes.set_function(
+            lambda: float(sum(s.link.journal.bytes for s in self.sessions.values()))
+        )
+
+    def new_connection(self) -> Connection:
+        return Connection.bounded(self.config, self.resume)
+
+    def open(
+        self,
+        session_id: str,
+        connection: Connection,
+        *,
+        identity: str,
+        release: Callable[[], None],
+        append_budget: AppendBudget | None = None,
+    ) -> SessionActor:
+        """Starts a session carried by `connection`; `release` frees its lease at its end."""
+        actor = SessionActor(
+            session_id,
+            self.config,
+            self.services,
+            append_budget=append_budget,
+            identity=identity,
+            connection=connection,
+        )
+        self.sessions[session_id] = actor
+        self.empty = trio.Event()
+        self.metrics.sessions_total.inc()
+        self.metrics.sessions_active.inc()
+        self._nursery.start_soon(self._run, actor, release)
+        return actor
+
+    async def _run(self, actor: SessionActor, release: Callable[[], None]) -> None:
+        try:
+            await actor.run()
+            if actor.end is not None:
+                log.info(
+                    "session %s ended: %s (%d)", actor.session_id, actor.end.reason, actor.end.code
+                )
+        except Exception:
+            # A bug, not the client's doing: its client got 1011 (SessionActor.run); the
+            # other sessions go on.
+            log.exception("session %s failed", actor.session_id)
+        finally:
+            release()
+            self.metrics.sessions_active.dec()
+            self.sessions.pop(actor.session_id, None)
+            if not self.sessions:
+                self.empty.set()
+
+    def resume(
+        self, connection: Connection, request: ce.SessionResume, first: bool
+    ) -> ResumeFailed | None:
+        """A connection asks to resume `request.session_id` (`first`: as its first event)."""
+        provisional = connection.actor
+        assert provisional is not None
+        target = self.sessions.get(request.session_id)
+        if not first:
+            failed: ResumeFailed | None = resume_failed("not_first")
+        elif target is None or target is provisional:
+            failed = refuse_unknown(request.resume_token)
+        else:
+            failed = target.take_over(connection, request, identity=provisional.link.identity)
+        self.metrics.resumes.labels(failed.reason if failed is not None else "resumed").inc()
+        if failed is not None:
+            log.info("resume of %s refused: %s", request.session_id, failed.reason)
+            return failed
+        log.info("session %s resumed", request.session_id)
+        provisional.discard()
+        return None
+
+    def shut_down_all(self) -> None:
+        for actor in list(self.sessions.values()):
+            actor.shut_down()

@@ -1,0 +1,53 @@
+"""What a session actor is given to work with: the VAD, the transcriber, the turn model, the
+response services and the metrics (one typed object, passed down from `serve`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from orchestrator.service.backends.response_actor import ResponseServices
+from orchestrator.service.metrics import Metrics
+
+Audio = npt.NDArray[np.float32]
+# Charged with each append's decoded audio bytes; False: over the key's rate, drop the append.
+AppendBudget = Callable[[int], bool]
+
+
+class Transcriber(Protocol):
+    async def transcribe(self, audio16k: Audio, partial: bool = False) -> str: ...
+
+
+class TurnPredictor(Protocol):
+    """The probability that the user's turn is complete (semantic_vad's `turn` model)."""
+
+    async def predict(self, audio16k: Audio) -> float: ...
+
+
+class VadService(Protocol):
+    """Speech probability of each 512-sample 16 kHz chunk, with per-session state in a stream
+    (the batched Triton `VadBatcher`; benchmarks also plug in one silero per session)."""
+
+    def open_stream(self) -> Any: ...
+
+    async def probability(self, stream: Any, chunk: npt.ArrayLike) -> float: ...
+
+    # K consecutive chunks in order, in one go: one round trip per append, not per chunk.
+    async def probabilities(self, stream: Any, chunks: Sequence[npt.ArrayLike]) -> list[float]: ...
+
+
+@dataclass(frozen=True)
+class SessionServices:
+    metrics: Metrics
+    vad: VadService
+    responses: ResponseServices
+    transcriber: Transcriber | None
+    # semantic_vad is offered only with a turn model.
+    turn: TurnPredictor | None = None
+    # The cascade hears through ASR: give it the orchestrator's transcripts, not audio again.
+    transcripts_for_pipeline: bool = False
+    transcript_wait_s: float = 30.0

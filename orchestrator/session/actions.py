@@ -1,0 +1,120 @@
+"""What `SessionCore` asks its I/O layer to do: typed actions, apart from the server events.
+
+The session actor carries each out and reports back through a core input; it decides nothing.
+Actions of one core step are carried out before that step's server events are queued, so a
+backend is cancelled before the client hears `output_audio_buffer.cleared` (rule 1), and an
+`EndSession` takes effect after the events decided with it went out.
+
+`StartBackend` and `CancelBackend` are the response chart's own effects (statecharts/effects.py)
+handed on unchanged: one vocabulary from chart to actor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from orchestrator.protocol.tools import FunctionTool, ToolChoice, ToolChoiceFunction
+from orchestrator.session.history.conversation import Item
+from orchestrator.session.inputs import Samples, TimerKind, TranscriptPurpose
+from statecharts.effects import CancelBackend, StartBackend
+
+__all__ = [
+    "Action",
+    "ArmTimer",
+    "CancelBackend",
+    "CancelTimer",
+    "DetectSpeech",
+    "EndSession",
+    "InferenceRequest",
+    "PredictTurn",
+    "StartBackend",
+    "Transcribe",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceRequest:
+    """Everything a pipeline needs for one response: the pruned prompt and parameters, with
+    the tools in force and the tool choice (checked to fit them)."""
+
+    instructions: str
+    items: tuple[Item, ...]
+    output_modalities: tuple[Literal["audio", "text"], ...]
+    max_output_tokens: int | None
+    voice: str = "alloy"
+    metadata: dict[str, str] = field(default_factory=dict)
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = "auto"
+
+    @property
+    def call_only(self) -> bool:
+        """The reply is a function call and nothing else (`required`, or a named function)."""
+        choice = self.tool_choice
+        return bool(self.tools) and (choice == "required" or isinstance(choice, ToolChoiceFunction))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DetectSpeech:
+    """Ask the VAD for one probability per 512-sample 16 kHz chunk; answer `SpeechProbabilities`
+    (or `VadDown`). The chunks of one append travel together: one round trip per append."""
+
+    chunks: tuple[Samples, ...]
+    chunk_end_ms: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Transcribe:
+    """Transcribe a committed user turn, or (`purpose="overlap"`) the speech overlapping a
+    paused reply so far (16 kHz samples); answer `TranscriptReady` with `purpose` and `token`."""
+
+    item_id: str
+    audio16k: Samples
+    purpose: TranscriptPurpose = "turn"
+    token: int = 0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PredictTurn:
+    """Ask the `turn` model whether the user's turn is complete, on its last 8 s at 16 kHz
+    (semantic_vad); answer `TurnPrediction` with `token`."""
+
+    token: int
+    audio16k: Samples
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    """Report `TimerFired(kind, token)` at `deadline_ms` on the caller's clock (the `now_ms` it
+    passes the core). Replaces an armed timer of the same kind."""
+
+    kind: TimerKind
+    deadline_ms: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    kind: TimerKind
+
+
+@dataclass(frozen=True, slots=True)
+class EndSession:
+    """Close the connection once this step's events are out: the WebSocket code and reason,
+    and the metrics label."""
+
+    code: int
+    reason: str
+    cause: str
+
+
+Action = (
+    StartBackend
+    | CancelBackend
+    | DetectSpeech
+    | Transcribe
+    | PredictTurn
+    | ArmTimer
+    | CancelTimer
+    | EndSession
+)

@@ -1,0 +1,478 @@
+"""The `llm` step: a contract `Conversation` in, text deltas, whole sentences and the pieces of
+a function call out.
+
+Decoding is a hand-written loop over the model's forward pass with a KV cache rather than
+`generate()`, because the caller must be able to stop it before every single step (a barge-in
+reaches this stage only through the cancel board, checked before every forward pass).
+
+Function calling (contract `GenerationParameters.tools`), in the Qwen/Hermes format of
+turntaker_models/cascade/tool_calls.py:
+- SmolLM2's ChatML template knows no tools: unless tool_choice is "none" the tools' signatures
+  go into the system message (`render_tools_system_prompt`). Earlier calls are rendered into
+  their assistant message as `<tool_call>` blocks, `tool` messages as a user message of
+  `<tool_response>` blocks (a `tool` role would be a role the model never saw).
+- Every generation's text goes through a `ToolCallStream`: a call's text is never spoken nor
+  cut into sentences, the text before it is flushed to tts when the call starts, and a call
+  stops the generation once its arguments close ("stop"). A call to a function the request
+  does not offer (or any call under "none") is dropped, like a malformed one.
+- "required" and "function" decode under a `CallConstraint` (greedy or sampled over the
+  masked logits), so the generation is exactly one valid call; the tokens the grammar forces
+  (the call's fixed text) are fed to the model several per forward pass without sampling,
+  the first ones together with the prompt. The cancel check stays before every forward pass.
+- max_tokens still holds: a call it cuts ends with unclosed arguments ("length").
+
+Nothing of the chat template is ever spoken or sent as text: the decode skips special tokens,
+generation stops at the turn tokens (`STOP_TOKENS`: a `<|im_start|>` would be followed by a
+role header, the rest is another turn), and the `ToolCallStream` drops the markup SmolLM2
+echoes from its prompt as plain text (`<tool_response>` blocks, stray tags: tool_calls.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from turntaker_models.cascade.tool_calls import (
+    Spoken,
+    ToolCallStream,
+    render_call,
+    render_tools_system_prompt,
+)
+from turntaker_models.contract import (
+    AudioPart,
+    ContractError,
+    Conversation,
+    GenerationParameters,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCallDelta,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+
+if TYPE_CHECKING:
+    from turntaker_models.cascade.tool_grammar import CallConstraint
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful voice assistant. Your answers are spoken aloud, so answer briefly in "
+    "plain spoken sentences, without lists, markdown or emojis."
+)
+IMAGE_PLACEHOLDER = "[image]"
+# An audio part with neither a TRANSCRIPTS entry nor a transcript: the model should know the
+# user said something it could not make out, not see the part vanish.
+UNHEARD_AUDIO = "[inaudible]"
+# The end of the assistant's turn, and the start of another (a role header would follow).
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+# A sentence ends at . ! or ? (runs of them too) followed by whitespace, or at a newline.
+_SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
+
+
+def _part_texts(
+    message: Message, transcripts: Sequence[str], names: Mapping[str, str] | None = None
+) -> list[str]:
+    pieces: list[str] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, AudioPart):
+            heard = transcripts[part.audio] if 0 <= part.audio < len(transcripts) else ""
+            pieces.append(heard.strip() or (part.transcript or "").strip() or UNHEARD_AUDIO)
+        elif isinstance(part, ImagePart):
+            pieces.append(IMAGE_PLACEHOLDER)
+        elif isinstance(part, ToolCallPart):
+            pieces.append(render_call(part.name, part.arguments))
+        elif isinstance(part, ToolResultPart):
+            # In plain words, not Hermes' <tool_response> block: SmolLM2 was never taught that
+            # block, and shown one it only echoes it back (nothing left to speak).
+            name = (names or {}).get(part.call_id, "function")
+            pieces.append(f"The {name} tool returned: {part.output}")
+    return pieces
+
+
+def render_messages(
+    conversation: Conversation, transcripts: Sequence[str] = (), tools: Sequence[ToolSpec] = ()
+) -> list[dict[str, str]]:
+    """The conversation as chat-template messages, with a default system prompt if it has none
+    and the signatures of `tools` (if any) at the end of the system message."""
+    messages: list[dict[str, str]] = []
+    names = {
+        part.call_id: part.name
+        for message in conversation.messages
+        for part in message.content
+        if isinstance(part, ToolCallPart)
+    }
+    # Whether messages[-1] holds tool results.
+    results = False
+    for message in conversation.messages:
+        if message.role == "assistant" and not message.content:
+            # The boundary of a turn the user never heard (cut off by a barge-in before any of
+            # it was played). Dropped rather than kept as an empty assistant turn: the user never
+            # heard a reply, so none belongs in the history, and a 135M model shown an empty
+            # assistant turn readily imitates it by answering with <|im_end|> straight away.
+            continue
+        content = "\n".join(_part_texts(message, transcripts, names))
+        if message.role == "tool" and results:
+            # Results of consecutive tool messages share one user message, as in Qwen2.5's
+            # template.
+            messages[-1]["content"] += "\n" + content
+            continue
+        results = message.role == "tool"
+        # Tool results reach the model as the user's words: a `tool` role is one it never saw.
+        role = "user" if results else message.role
+        messages.append({"role": role, "content": content})
+    if not any(m["role"] == "user" for m in messages):
+        raise ContractError("CONVERSATION has no user message to answer")
+    if messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": DEFAULT_SYSTEM_PROMPT})
+    if tools:
+        system = messages[0]["content"]
+        messages[0]["content"] = f"{system}\n\n{render_tools_system_prompt(tools)}".lstrip()
+    return messages
+
+
+def prompt_tools(
+    params: GenerationParameters, conversation: Conversation | None = None
+) -> list[ToolSpec]:
+    """The tools the model is shown: none under tool_choice "none", nor under "auto" when it
+    answers a tool's result (the conversation ends with one). SmolLM2-135M, shown the tools
+    there, calls the same function again or echoes the result instead of answering, and it
+    never calls on its own under "auto" anyway; "required" and a named function are decoded
+    under the call's grammar whatever it is shown."""
+    if params.tool_choice == "none":
+        return []
+    answering = conversation is not None and bool(conversation.messages)
+    if answering and conversation is not None and conversation.messages[-1].role == "tool":
+        if params.tool_choice == "auto":
+            return []
+    return list(params.tools)
+
+
+class SentenceCutter:
+    """Cuts streamed text into sentences for TTS, as soon as each one is known to be over.
+
+    A full stop only ends a sentence once the next character is seen to be whitespace, so
+    "3.5" and "e.g." in the middle of a word stay whole.
+    """
+
+    def __init__(self) -> None:
+        self._pending = ""
+
+    def feed(self, delta: str) -> list[str]:
+        self._pending += delta
+        sentences: list[str] = []
+        while match := _SENTENCE_END.search(self._pending):
+            sentence = self._pending[: match.end()].strip()
+            self._pending = self._pending[match.end() :]
+            if sentence:
+                sentences.append(sentence)
+        return sentences
+
+    def flush(self) -> str:
+        rest, self._pending = self._pending.strip(), ""
+        return rest
+
+
+class IncrementalDetokenizer:
+    """Text deltas from a growing token list: no split UTF-8 characters, spaces kept.
+
+    Byte-level BPE can split one character over several tokens; decoding such a prefix yields
+    U+FFFD at the end, so that tail is held back until the character completes. Re-decoding the
+    whole answer each step costs microseconds at our lengths and keeps spacing exactly as the
+    full decode has it.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._emitted = ""
+
+    def _decode(self) -> str:
+        text: str = self._tokenizer.decode(
+            self._ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+        return text
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(token_id)
+        text = self._decode().rstrip("\ufffd")
+        if not text.startswith(self._emitted):
+            # Never seen with byte-level BPE; wait for the end rather than emit a wrong diff.
+            return ""
+        delta = text[len(self._emitted) :]
+        self._emitted = text
+        return delta
+
+    def finish(self) -> str:
+        text = self._decode()
+        delta = text[len(self._emitted) :] if text.startswith(self._emitted) else ""
+        self._emitted = text
+        return delta
+
+
+@dataclass(frozen=True)
+class Step:
+    """One streamed piece of the answer: a text delta and the sentence it completed, if any,
+    or the next piece of the model's function call (never spoken)."""
+
+    text: str
+    sentence: str = ""
+    tool_call: ToolCallDelta | None = None
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    prefill_s: float = 0.0
+    # Forward passes after the prefill and the time they took (mask and pick included), and
+    # each one's time; a pass may feed several forced tokens.
+    decode_steps: int = 0
+    decode_s: float = 0.0
+    step_s: list[float] = field(default_factory=list)
+    # Under a CallConstraint: time in the grammar (masks, accepts, forced tokens), per pass,
+    # and the new tokens the grammar forced rather than the model picking them.
+    mask_s: list[float] = field(default_factory=list)
+    forced_tokens: int = 0
+    # "stop" (end of turn, or a call's arguments closed), "length" (max_tokens) or "cancelled".
+    finish_reason: str = ""
+    sentences: list[str] = field(default_factory=list)
+    # The function the model called (its deltas were streamed), or "".
+    tool_call: str = ""
+    # Seconds from the start of generate() to the first delta of argument text.
+    first_arguments_s: float | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
+
+
+class _Answer:
+    """New tokens in, Steps out: spoken text cut into sentences, a call's pieces apart."""
+
+    def __init__(
+        self, tokenizer: Any, offered: Iterable[str], stats: GenerationStats, began: float
+    ) -> None:
+        self._detok = IncrementalDetokenizer(tokenizer)
+        self._calls = ToolCallStream()
+        self._cutter = SentenceCutter()
+        self._offered = frozenset(offered)
+        self._stats = stats
+        self._began = began
+        # Whether this call's deltas go out (it calls an offered function); None before its name.
+        self._forwarded: bool | None = None
+        self._flushed = False
+
+    @property
+    def over(self) -> bool:
+        """Nothing more can be said: a call closed, turned out malformed or is dropped (at once
+        when no function is offered), or the text marked the end of the turn."""
+        calls = self._calls
+        dropped = self._forwarded is False or (calls.in_call and not self._offered)
+        return calls.call_done or calls.malformed or calls.ended or dropped
+
+    def push(self, token: int) -> list[Step]:
+        delta = self._detok.push(token)
+        return self._steps(self._calls.feed(delta)) if delta else []
+
+    def finish(self) -> list[Step]:
+        tail = self._detok.finish()
+        steps = self._steps([*(self._calls.feed(tail) if tail else []), *self._calls.close()])
+        return [*steps, *self._flush()]
+
+    def _steps(self, pieces: list[Spoken | ToolCallDelta]) -> list[Step]:
+        steps: list[Step] = []
+        for piece in pieces:
+            if isinstance(piece, Spoken):
+                sentences = self._cutter.feed(piece.text)
+                self._stats.sentences.extend(sentences)
+                steps.append(Step(piece.text, " ".join(sentences)))
+                continue
+            if self._forwarded is None:
+                self._forwarded = piece.name in self._offered
+                self._stats.tool_call = piece.name if self._forwarded else ""
+            if self._forwarded:
+                if piece.arguments and self._stats.first_arguments_s is None:
+                    self._stats.first_arguments_s = time.perf_counter() - self._began
+                steps.append(Step("", tool_call=piece))
+        if self._calls.in_call and not self._flushed:
+            # The words before a call are all there will be: tts may speak the last of them now.
+            self._flushed = True
+            return [*self._flush(), *steps]
+        return steps
+
+    def _flush(self) -> list[Step]:
+        rest = self._cutter.flush()
+        if not rest:
+            return []
+        self._stats.sentences.append(rest)
+        return [Step("", rest)]
+
+
+class Decoder:
+    """Greedy or sampled decoding of one model, shared by every generation of a process.
+
+    The model's weights are only read, so concurrent generations on several threads are safe;
+    each generation owns its KV cache and its grammar matcher. `fast_forward` False feeds the
+    grammar's forced tokens one per forward pass like any other (for the benchmark).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, threads: int, fast_forward: bool = True) -> None:
+        import torch
+
+        from turntaker_models.cascade.tool_grammar import ll_tokenizer
+
+        torch.set_num_threads(threads)
+        self._torch = torch
+        self.model = model
+        self.tokenizer = tokenizer
+        self.fast_forward = fast_forward
+        # Built once (~0.3 s); every constrained generation's matcher shares it.
+        self.grammar_tokenizer = ll_tokenizer(tokenizer)
+        # Only the stop tokens the vocabulary holds: an unknown one converts to the unknown
+        # token's id, which may be a stop token itself (SmolLM2's is <|endoftext|>).
+        vocab = tokenizer.get_vocab()
+        ids = {vocab[t] for t in STOP_TOKENS if t in vocab}
+        ids.add(tokenizer.eos_token_id)
+        eos = model.config.eos_token_id
+        ids.update(eos if isinstance(eos, list) else [eos])
+        self.stop_ids = frozenset(i for i in ids if isinstance(i, int))
+        self.context = int(model.config.max_position_embeddings)
+
+    def prompt_ids(
+        self,
+        conversation: Conversation,
+        transcripts: Sequence[str] = (),
+        params: GenerationParameters | None = None,
+    ) -> list[int]:
+        tools = prompt_tools(params, conversation) if params is not None else []
+        text = self.tokenizer.apply_chat_template(
+            render_messages(conversation, transcripts, tools),
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        # The template already wrote every special token; add_special_tokens would double them.
+        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids
+
+    def constraint(self, params: GenerationParameters) -> CallConstraint | None:
+        """The grammar a generation decodes under: none unless tool_choice forces a call."""
+        if params.tool_choice not in ("required", "function"):
+            return None
+        from turntaker_models.cascade.tool_grammar import CallConstraint
+
+        name = params.tool_name if params.tool_choice == "function" else None
+        return CallConstraint(self.grammar_tokenizer, params.tools, name)
+
+    def generate(
+        self,
+        conversation: Conversation,
+        transcripts: Sequence[str],
+        params: GenerationParameters,
+        should_stop: Callable[[], bool],
+        stats: GenerationStats | None = None,
+    ) -> Generator[Step, None, None]:
+        """Steps of the answer; `should_stop` is asked before every forward pass.
+
+        When it says stop, the generator ends at once with finish_reason "cancelled" and
+        drops its KV cache; nothing more is yielded (not even the unfinished sentence).
+        """
+        torch = self._torch
+        began = time.perf_counter()
+        stats = stats if stats is not None else GenerationStats()
+        constraint = self.constraint(params)
+        prompt = self.prompt_ids(conversation, transcripts, params)
+        stats.prompt_tokens = len(prompt)
+        if len(prompt) >= self.context:
+            raise ContractError(
+                f"CONVERSATION is {len(prompt)} tokens; the model reads at most {self.context}"
+            )
+        budget = min(params.max_tokens, self.context - len(prompt))
+        generator = torch.Generator().manual_seed(params.seed)
+        offered = [t.name for t in prompt_tools(params, conversation)]
+        answer = _Answer(self.tokenizer, offered, stats, began)
+        from transformers import DynamicCache
+
+        cache: Any = DynamicCache()
+        out: Any = None
+        # Tokens chosen (forced or picked) but not yet fed to the model.
+        fresh = self._forced(constraint, budget, stats)
+        feed = prompt
+        feed_was_prompt = True
+        mask_s = 0.0
+        stats.finish_reason = "length"
+        try:
+            with torch.inference_mode():
+                while True:
+                    # Before anything more goes out, forced tokens included.
+                    if should_stop():
+                        stats.finish_reason = "cancelled"
+                        return
+                    for token in fresh:
+                        yield from answer.push(token)
+                    stats.new_tokens += len(fresh)
+                    if answer.over or (constraint is not None and constraint.done):
+                        stats.finish_reason = "stop"
+                        break
+                    if stats.new_tokens >= budget:
+                        break
+                    began_step = time.perf_counter()
+                    # The cache object is filled in place; it grows by the tokens fed.
+                    inputs = torch.tensor([[*feed, *fresh]], dtype=torch.long)
+                    out = self.model(input_ids=inputs, cache=cache, use_cache=True)
+                    logits = out.logits[0, -1]
+                    if constraint is not None:
+                        began_mask = time.perf_counter()
+                        constraint.mask_logits(logits)
+                        mask_s = time.perf_counter() - began_mask
+                    token = self._pick(logits, params, generator)
+                    fresh, feed = [token], []
+                    if constraint is not None and token not in self.stop_ids:
+                        began_mask = time.perf_counter()
+                        constraint.accept(token)
+                        fresh += self._forced(constraint, budget - stats.new_tokens - 1, stats)
+                        stats.mask_s.append(mask_s + time.perf_counter() - began_mask)
+                    elapsed = time.perf_counter() - began_step
+                    if feed_was_prompt:
+                        feed_was_prompt = False
+                        stats.prefill_s = elapsed
+                    else:
+                        # Per-token speed is the decode steps only; the prefill is one big step.
+                        stats.decode_steps += 1
+                        stats.decode_s += elapsed
+                        stats.step_s.append(elapsed)
+                    if token in self.stop_ids:
+                        stats.finish_reason = "stop"
+                        break
+            yield from answer.finish()
+        finally:
+            # A cancelled generation frees its cache now, not when the generator is collected.
+            cache = out = None
+
+    def _forced(
+        self, constraint: CallConstraint | None, room: int, stats: GenerationStats
+    ) -> list[int]:
+        """The grammar's forced tokens (accepted), at most `room`; none when not fast-forwarding."""
+        if constraint is None or not self.fast_forward or room <= 0:
+            return []
+        forced = constraint.take_forced()[:room]
+        stats.forced_tokens += len(forced)
+        return forced
+
+    def _pick(self, logits: Any, params: GenerationParameters, generator: Any) -> int:
+        torch = self._torch
+        if params.temperature == 0:
+            return int(torch.argmax(logits).item())
+        probs = torch.softmax(logits.float() / params.temperature, dim=-1)
+        if params.top_p < 1.0:
+            sorted_probs, order = torch.sort(probs, descending=True)
+            # Keep the smallest set whose mass reaches top_p (always at least the top token).
+            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < params.top_p
+            sorted_probs = torch.where(keep, sorted_probs, torch.zeros_like(sorted_probs))
+            choice = torch.multinomial(sorted_probs, 1, generator=generator)
+            return int(order[choice].item())
+        return int(torch.multinomial(probs, 1, generator=generator).item())
