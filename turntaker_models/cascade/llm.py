@@ -7,14 +7,16 @@ reaches this stage only through the cancel board, checked before every forward p
 
 Function calling (contract `GenerationParameters.tools`), in the Qwen/Hermes format of
 turntaker_models/cascade/tool_calls.py:
-- SmolLM2's ChatML template knows no tools: unless tool_choice is "none" the tools' signatures
-  go into the system message (`render_tools_system_prompt`). Earlier calls are rendered into
+- SmolLM2's ChatML template knows no tools: the tools shown (turntaker_models/answers.py rule
+  1, hiding them under "auto" after a tool's result) go into the system message as signatures
+  (`render_tools_system_prompt`). Earlier calls are rendered into
   their assistant message as `<tool_call>` blocks, `tool` messages as a user message of
   `<tool_response>` blocks (a `tool` role would be a role the model never saw).
-- Every generation's text goes through a `ToolCallStream`: a call's text is never spoken nor
-  cut into sentences, the text before it is flushed to tts when the call starts, and a call
-  stops the generation once its arguments close ("stop"). A call to a function the request
-  does not offer (or any call under "none") is dropped, like a malformed one.
+- Every generation's tokens go through an `Answer` (turntaker_models/answers.py: detokenizing,
+  the `ToolCallStream`, the offered functions): a call's text is never spoken nor cut into
+  sentences, the text before it is flushed to tts when the call starts, and a call stops the
+  generation once its arguments close ("stop"). A call to a function the prompt does not show
+  (or any call under "none") is dropped, like a malformed one.
 - "required" and "function" decode under a `CallConstraint` (greedy or sampled over the
   masked logits), so the generation is exactly one valid call; the tokens the grammar forces
   (the call's fixed text) are fed to the model several per forward pass without sampling,
@@ -22,8 +24,8 @@ turntaker_models/cascade/tool_calls.py:
 - max_tokens still holds: a call it cuts ends with unclosed arguments ("length").
 
 Nothing of the chat template is ever spoken or sent as text: the decode skips special tokens,
-generation stops at the turn tokens (`STOP_TOKENS`: a `<|im_start|>` would be followed by a
-role header, the rest is another turn), and the `ToolCallStream` drops the markup SmolLM2
+generation stops at the turn tokens (answers.py `turn_ids`: a `<|im_start|>` would be followed
+by a role header, the rest is another turn), and the `ToolCallStream` drops the markup SmolLM2
 echoes from its prompt as plain text (`<tool_response>` blocks, stray tags: tool_calls.py).
 """
 
@@ -31,16 +33,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from turntaker_models.cascade.tool_calls import (
-    Spoken,
-    ToolCallStream,
-    render_call,
-    render_tools_system_prompt,
-)
+from turntaker_models.answers import Answer, Said, shown_tools, turn_ids
+from turntaker_models.cascade.tool_calls import Spoken, render_call, render_tools_system_prompt
 from turntaker_models.contract import (
     AudioPart,
     ContractError,
@@ -66,8 +64,6 @@ IMAGE_PLACEHOLDER = "[image]"
 # An audio part with neither a TRANSCRIPTS entry nor a transcript: the model should know the
 # user said something it could not make out, not see the part vanish.
 UNHEARD_AUDIO = "[inaudible]"
-# The end of the assistant's turn, and the start of another (a role header would follow).
-STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 # A sentence ends at . ! or ? (runs of them too) followed by whitespace, or at a newline.
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
 
@@ -135,21 +131,12 @@ def render_messages(
     return messages
 
 
-def prompt_tools(
-    params: GenerationParameters, conversation: Conversation | None = None
-) -> list[ToolSpec]:
-    """The tools the model is shown: none under tool_choice "none", nor under "auto" when it
-    answers a tool's result (the conversation ends with one). SmolLM2-135M, shown the tools
-    there, calls the same function again or echoes the result instead of answering, and it
-    never calls on its own under "auto" anyway; "required" and a named function are decoded
-    under the call's grammar whatever it is shown."""
-    if params.tool_choice == "none":
-        return []
-    answering = conversation is not None and bool(conversation.messages)
-    if answering and conversation is not None and conversation.messages[-1].role == "tool":
-        if params.tool_choice == "auto":
-            return []
-    return list(params.tools)
+def prompt_tools(params: GenerationParameters, conversation: Conversation) -> list[ToolSpec]:
+    """The tools SmolLM2 is shown (answers.py rule 1): none under tool_choice "none", nor under
+    "auto" when it answers a tool's result. SmolLM2-135M, shown the tools there, calls the same
+    function again or echoes the result instead of answering, and it never calls on its own
+    under "auto" anyway."""
+    return shown_tools(params, conversation, hide_after_result=True)
 
 
 class SentenceCutter:
@@ -175,43 +162,6 @@ class SentenceCutter:
     def flush(self) -> str:
         rest, self._pending = self._pending.strip(), ""
         return rest
-
-
-class IncrementalDetokenizer:
-    """Text deltas from a growing token list: no split UTF-8 characters, spaces kept.
-
-    Byte-level BPE can split one character over several tokens; decoding such a prefix yields
-    U+FFFD at the end, so that tail is held back until the character completes. Re-decoding the
-    whole answer each step costs microseconds at our lengths and keeps spacing exactly as the
-    full decode has it.
-    """
-
-    def __init__(self, tokenizer: Any) -> None:
-        self._tokenizer = tokenizer
-        self._ids: list[int] = []
-        self._emitted = ""
-
-    def _decode(self) -> str:
-        text: str = self._tokenizer.decode(
-            self._ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
-        )
-        return text
-
-    def push(self, token_id: int) -> str:
-        self._ids.append(token_id)
-        text = self._decode().rstrip("\ufffd")
-        if not text.startswith(self._emitted):
-            # Never seen with byte-level BPE; wait for the end rather than emit a wrong diff.
-            return ""
-        delta = text[len(self._emitted) :]
-        self._emitted = text
-        return delta
-
-    def finish(self) -> str:
-        text = self._decode()
-        delta = text[len(self._emitted) :] if text.startswith(self._emitted) else ""
-        self._emitted = text
-        return delta
 
 
 @dataclass(frozen=True)
@@ -251,55 +201,38 @@ class GenerationStats:
         return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
 
 
-class _Answer:
-    """New tokens in, Steps out: spoken text cut into sentences, a call's pieces apart."""
+class _Steps:
+    """An `Answer`'s pieces as Steps: spoken text cut into sentences (what is left of it flushed
+    to tts when a call starts, and at the end), a call's deltas apart; kept in the stats too."""
 
-    def __init__(
-        self, tokenizer: Any, offered: Iterable[str], stats: GenerationStats, began: float
-    ) -> None:
-        self._detok = IncrementalDetokenizer(tokenizer)
-        self._calls = ToolCallStream()
+    def __init__(self, answer: Answer, stats: GenerationStats, began: float) -> None:
+        self.answer = answer
         self._cutter = SentenceCutter()
-        self._offered = frozenset(offered)
         self._stats = stats
         self._began = began
-        # Whether this call's deltas go out (it calls an offered function); None before its name.
-        self._forwarded: bool | None = None
         self._flushed = False
 
-    @property
-    def over(self) -> bool:
-        """Nothing more can be said: a call closed, turned out malformed or is dropped (at once
-        when no function is offered), or the text marked the end of the turn."""
-        calls = self._calls
-        dropped = self._forwarded is False or (calls.in_call and not self._offered)
-        return calls.call_done or calls.malformed or calls.ended or dropped
-
     def push(self, token: int) -> list[Step]:
-        delta = self._detok.push(token)
-        return self._steps(self._calls.feed(delta)) if delta else []
+        return self._steps(self.answer.push(token))
 
     def finish(self) -> list[Step]:
-        tail = self._detok.finish()
-        steps = self._steps([*(self._calls.feed(tail) if tail else []), *self._calls.close()])
-        return [*steps, *self._flush()]
+        return [*self._steps(self.answer.finish()), *self._flush()]
 
-    def _steps(self, pieces: list[Spoken | ToolCallDelta]) -> list[Step]:
+    def _steps(self, said: Said) -> list[Step]:
         steps: list[Step] = []
-        for piece in pieces:
+        for piece in said.pieces:
             if isinstance(piece, Spoken):
                 sentences = self._cutter.feed(piece.text)
                 self._stats.sentences.extend(sentences)
                 steps.append(Step(piece.text, " ".join(sentences)))
                 continue
-            if self._forwarded is None:
-                self._forwarded = piece.name in self._offered
-                self._stats.tool_call = piece.name if self._forwarded else ""
-            if self._forwarded:
-                if piece.arguments and self._stats.first_arguments_s is None:
-                    self._stats.first_arguments_s = time.perf_counter() - self._began
-                steps.append(Step("", tool_call=piece))
-        if self._calls.in_call and not self._flushed:
+            if piece.name:
+                # The call's first delta: only an offered function's call comes out at all.
+                self._stats.tool_call = piece.name
+            if piece.arguments and self._stats.first_arguments_s is None:
+                self._stats.first_arguments_s = time.perf_counter() - self._began
+            steps.append(Step("", tool_call=piece))
+        if self.answer.in_call and not self._flushed:
             # The words before a call are all there will be: tts may speak the last of them now.
             self._flushed = True
             return [*self._flush(), *steps]
@@ -335,8 +268,7 @@ class Decoder:
         self.grammar_tokenizer = ll_tokenizer(tokenizer)
         # Only the stop tokens the vocabulary holds: an unknown one converts to the unknown
         # token's id, which may be a stop token itself (SmolLM2's is <|endoftext|>).
-        vocab = tokenizer.get_vocab()
-        ids = {vocab[t] for t in STOP_TOKENS if t in vocab}
+        ids: set[Any] = set(turn_ids(tokenizer))
         ids.add(tokenizer.eos_token_id)
         eos = model.config.eos_token_id
         ids.update(eos if isinstance(eos, list) else [eos])
@@ -359,15 +291,6 @@ class Decoder:
         ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids
 
-    def constraint(self, params: GenerationParameters) -> CallConstraint | None:
-        """The grammar a generation decodes under: none unless tool_choice forces a call."""
-        if params.tool_choice not in ("required", "function"):
-            return None
-        from turntaker_models.cascade.tool_grammar import CallConstraint
-
-        name = params.tool_name if params.tool_choice == "function" else None
-        return CallConstraint(self.grammar_tokenizer, params.tools, name)
-
     def generate(
         self,
         conversation: Conversation,
@@ -384,7 +307,9 @@ class Decoder:
         torch = self._torch
         began = time.perf_counter()
         stats = stats if stats is not None else GenerationStats()
-        constraint = self.constraint(params)
+        from turntaker_models.cascade.tool_grammar import call_constraint
+
+        constraint = call_constraint(self.grammar_tokenizer, params)
         prompt = self.prompt_ids(conversation, transcripts, params)
         stats.prompt_tokens = len(prompt)
         if len(prompt) >= self.context:
@@ -394,7 +319,7 @@ class Decoder:
         budget = min(params.max_tokens, self.context - len(prompt))
         generator = torch.Generator().manual_seed(params.seed)
         offered = [t.name for t in prompt_tools(params, conversation)]
-        answer = _Answer(self.tokenizer, offered, stats, began)
+        answer = _Steps(Answer(self.tokenizer, offered), stats, began)
         from transformers import DynamicCache
 
         cache: Any = DynamicCache()
@@ -415,7 +340,7 @@ class Decoder:
                     for token in fresh:
                         yield from answer.push(token)
                     stats.new_tokens += len(fresh)
-                    if answer.over or (constraint is not None and constraint.done):
+                    if answer.answer.over or (constraint is not None and constraint.done):
                         stats.finish_reason = "stop"
                         break
                     if stats.new_tokens >= budget:

@@ -32,6 +32,8 @@ with `<fn>` one of the allowed functions and `{...}` valid against that function
   not allowed. take_forced() accepts and returns the tokens the grammar forces next (the
   call's fixed text), which the caller may feed without sampling. `done` once the call's
   closing tag is in: the caller stops (the grammar then allows only EOS).
+- Only "required" (any tool) and "function" (`tool_name`) decode under a constraint
+  (`call_constraint`); under "auto" and "none" the model answers freely.
 - The llguidance tokenizer takes ~0.3 s to build: build it once (`ll_tokenizer`) and pass it
   instead of the HF tokenizer; a matcher is per generation (not thread-safe).
 """
@@ -48,7 +50,7 @@ import llguidance.hf
 import torch
 
 from turntaker_models.cascade.tool_calls import CLOSE_TAG, OPEN_TAG
-from turntaker_models.contract import ContractError, ToolSpec
+from turntaker_models.contract import ContractError, GenerationParameters, ToolSpec
 
 # What llguidance's JSON compiler is told (merged over a schema's own "x-guidance").
 _JSON_OPTIONS = MappingProxyType(
@@ -180,3 +182,14 @@ class CallConstraint:
         if tokens and not self._matcher.consume_tokens(tokens):
             raise RuntimeError(f"tool call grammar: {self._matcher.get_error()}")
         return tokens
+
+
+def call_constraint(
+    grammar_tokenizer: llguidance.LLTokenizer, params: GenerationParameters
+) -> CallConstraint | None:
+    """The grammar a generation decodes under: the call "required" forces (any tool) or
+    "function" (`tool_name`); None when the model may answer freely."""
+    if params.tool_choice not in ("required", "function"):
+        return None
+    name = params.tool_name if params.tool_choice == "function" else None
+    return CallConstraint(grammar_tokenizer, params.tools, name)

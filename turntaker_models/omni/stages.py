@@ -7,14 +7,15 @@ state and ends its request(s) with the final flag; upstream stages tell downstre
 ABORT message so nothing waits for the idle timeout.
 
 Function calling in the thinker (contract `GenerationParameters.tools`):
-- The tools go into the prompt as the checkpoint's chat template lays them out (prompt.py),
-  unless tool_choice is "none".
-- Every generation's text goes through a `ToolCallStream` (turntaker_models/cascade/tool_calls.py):
-  the spoken text is T_TEXT as before; each call delta goes out as its own TEXT message with
-  T_TOOL_CALL (JSON `ToolCallDelta`) and nothing to speak. A call to a function the request
-  does not offer, or any call under "none", is dropped and ends the generation; so does a
-  malformed one, and a call ends it once its arguments close (at most one call per
-  generation, nothing spoken after it).
+- The tools shown (turntaker_models/answers.py rule 1: all of them unless tool_choice is
+  "none") go into the prompt as the checkpoint's chat template lays them out (prompt.py).
+- Every generation's tokens go through an `Answer` (turntaker_models/answers.py: detokenizing,
+  the `ToolCallStream` of turntaker_models/cascade/tool_calls.py, the offered functions, the
+  tokens whose text was spoken): the spoken text is T_TEXT as before; each call delta goes
+  out as its own TEXT message with T_TOOL_CALL (JSON `ToolCallDelta`) and nothing to speak.
+  A call to a function the request does not offer, or any call under "none", is dropped and
+  ends the generation; so does a malformed one, and a call ends it once its arguments close
+  (at most one call per generation, nothing spoken after it).
 - The talker only ever gets the tokens whose text was spoken: a token whose text is held
   back (it may begin `<tool_call>`) waits, and once a call began no token reaches the talker
   again. START goes with the first spoken token, so an answer that is a call alone never
@@ -30,7 +31,7 @@ Function calling in the thinker (contract `GenerationParameters.tools`):
 
 Nothing of the chat template is ever spoken, sent as text or given to the talker (random
 weights write any token; a real model may echo its prompt): the decode skips special tokens,
-the turn tokens (`TURN_MARKERS`: `<|im_end|>`, and `<|im_start|>` and `<|endoftext|>`, after
+the turn tokens (`stop_ids`: `<|im_end|>`, and `<|im_start|>` and `<|endoftext|>`, after
 which comes another turn) end the generation, the `ToolCallStream` drops the markup that is
 text (`<tool_response>` blocks, stray tags: tool_calls.py), and a token goes to the talker
 only if some of its text was spoken (never a special token, never a dropped one).
@@ -42,7 +43,6 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +51,9 @@ import msgspec
 import numpy as np
 import torch
 
+from turntaker_models.answers import Answer, shown_tools, turn_ids
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.cascade.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
-from turntaker_models.cascade.tool_grammar import CallConstraint, ll_tokenizer
+from turntaker_models.cascade.tool_grammar import CallConstraint, call_constraint, ll_tokenizer
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -61,8 +61,6 @@ from turntaker_models.contract import (
     ImagePart,
     Part,
     TextPart,
-    ToolCallDelta,
-    ToolSpec,
     decode_conversation,
     decode_parameters,
     encode,
@@ -112,36 +110,6 @@ def load(stage: str, settings: ModelSettings) -> Loaded:
     model = load_stage(path, stage, placement)  # type: ignore[arg-type]
     board = CancelBoard.open(settings.board_path)
     return Loaded(settings, path, board, config, model, time.monotonic() - began)
-
-
-class Detokenizer:
-    """Text deltas from token ids, in O(1) per token.
-
-    Byte-level BPE (Qwen's tokenizer) decodes each token's bytes independently, so once the
-    pending tokens decode to whole characters they can be emitted and forgotten. A token that
-    ends inside a UTF-8 sequence is held back, at most `MAX_HELD` tokens (random weights may
-    never complete one).
-    """
-
-    MAX_HELD = 8
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer = tokenizer
-        self.pending: list[int] = []
-
-    def add(self, token: int, final: bool) -> str:
-        self.pending.append(token)
-        text: str = self.tokenizer.decode(self.pending, skip_special_tokens=True)
-        if text.endswith("\ufffd") and not final and len(self.pending) < self.MAX_HELD:
-            return ""
-        self.pending.clear()
-        return text
-
-    def flush(self) -> str:
-        """The held-back tokens' text as it is (a broken character: U+FFFD)."""
-        text: str = self.tokenizer.decode(self.pending, skip_special_tokens=True)
-        self.pending.clear()
-        return text
 
 
 class ThinkerStage:
@@ -232,7 +200,8 @@ class _ThinkerRun:
                 t.get("AUDIO_LENGTHS", np.zeros(0, np.int32)),
                 conversation,
             )
-            prompt = stage.prompts.build(conversation, audio, tools=shown_tools(params))
+            tools = shown_tools(params, conversation)
+            prompt = stage.prompts.build(conversation, audio, tools=tools)
             constraint = call_constraint(stage.grammar_tokenizer, params)
             room = stage.max_positions - prompt.input_ids.shape[1]
             if room < 1:
@@ -255,7 +224,8 @@ class _ThinkerRun:
                 # The journal is for inspection; a full disk must not fail the conversation.
                 log.exception("thinker: prompt journal %s", stage.journal.path)
         try:
-            self._run(request_id, prompt, params, raw_parameters, reply, constraint)
+            offered = [t.name for t in tools]
+            self._run(request_id, prompt, params, raw_parameters, reply, offered, constraint)
         finally:
             stage.release(request_id)
         return True
@@ -267,6 +237,7 @@ class _ThinkerRun:
         params: GenerationParameters,
         raw_parameters: bytes,
         reply: wire.Reply,
+        offered: list[str],
         constraint: CallConstraint | None = None,
     ) -> None:
         stage = self.stage
@@ -282,7 +253,7 @@ class _ThinkerRun:
         )
         sender = _ThinkerSender(reply, request_id, raw_parameters, stage.hidden)
         try:
-            self._generate(session, params, sender)
+            self._generate(session, params, offered, sender)
             reply.close()
         except Cancelled:
             board.record_stop(request_id, "thinker")
@@ -298,10 +269,14 @@ class _ThinkerRun:
             session.close()
 
     def _generate(
-        self, session: ThinkerSession, params: GenerationParameters, sender: _ThinkerSender
+        self,
+        session: ThinkerSession,
+        params: GenerationParameters,
+        offered: list[str],
+        sender: _ThinkerSender,
     ) -> None:
         stage = self.stage
-        answer = _Answer(stage.tokenizer, [t.name for t in shown_tools(params)])
+        answer = Answer(stage.tokenizer, offered)
         # A forced call says nothing: no talker conditioning to compute.
         want_talker = params.audio and session.constraint is None
         token, start = session.prefill(want_talker=want_talker)
@@ -327,109 +302,8 @@ class _ThinkerRun:
 def stop_ids(tokenizer: Any, config: Any) -> frozenset[int]:
     """The tokens that end a generation: the end of the assistant's turn and the turn markers
     the vocabulary holds (see the module docstring)."""
-    vocab = tokenizer.get_vocab()
     ids = {int(config.im_end_token_id), int(config.im_start_token_id)}
-    return frozenset(ids | {int(vocab[t]) for t in TURN_MARKERS if t in vocab})
-
-
-def special_ids(tokenizer: Any) -> frozenset[int]:
-    """Every token a decode with skip_special_tokens leaves out (added tokens marked special;
-    `all_special_ids` misses some, e.g. `<|im_start|>`)."""
-    added = tokenizer.added_tokens_decoder.items()
-    return frozenset(int(i) for i, token in added if token.special)
-
-
-def shown_tools(params: GenerationParameters) -> list[ToolSpec]:
-    """The tools the thinker's prompt lists: none under tool_choice "none"."""
-    return [] if params.tool_choice == "none" else list(params.tools)
-
-
-def call_constraint(grammar_tokenizer: Any, params: GenerationParameters) -> CallConstraint | None:
-    """The grammar of a forced call ("required": any tool, "function": `tool_name`); None when
-    the model may answer freely."""
-    if params.tool_choice not in ("required", "function"):
-        return None
-    name = params.tool_name if params.tool_choice == "function" else None
-    return CallConstraint(grammar_tokenizer, params.tools, name)
-
-
-class _Answer:
-    """The thinker's tokens in; out per token: the text spoken now, the tokens whose text was
-    spoken (for the talker, in order) and the call's deltas to pass on.
-
-    Tokens are grouped as the detokenizer decodes them (a character split over several tokens
-    is one group; an added token, which never completes one, starts a group of its own); a
-    group is decided once the stream has settled all its text, and goes to the talker if any
-    of that text was spoken, less any special token. A group with no text (a special token
-    alone) is never spoken."""
-
-    def __init__(self, tokenizer: Any, offered: list[str]) -> None:
-        self.detok = Detokenizer(tokenizer)
-        self.calls = ToolCallStream()
-        self.offered = frozenset(offered)
-        self.special = special_ids(tokenizer)
-        self.added = frozenset(int(i) for i in tokenizer.added_tokens_decoder)
-        # Whether this call's deltas go out; None before its name is known.
-        self.forwarded: bool | None = None
-        # The tokens of a character not decoded yet.
-        self.group: list[int] = []
-        # Groups not decided yet: their tokens and the span of their text in all the text.
-        self.pending: deque[tuple[list[int], int, int]] = deque()
-        # Spans of spoken text not yet matched against a decided group.
-        self.spoken: deque[tuple[int, int]] = deque()
-        self.text_end = 0
-
-    @property
-    def over(self) -> bool:
-        """Nothing more can be said: a call closed, was malformed or was dropped (at once when
-        no function is offered), or the text marked the end of the turn."""
-        calls = self.calls
-        dropped = self.forwarded is False or (calls.in_call and not self.offered)
-        return calls.call_done or calls.malformed or calls.ended or dropped
-
-    def push(self, token: int, final: bool) -> tuple[str, list[int], list[ToolCallDelta]]:
-        pieces: list[Piece] = []
-        if token in self.added and self.detok.pending:
-            pieces += self._decoded(self.detok.flush())
-        self.group.append(token)
-        pieces += self._decoded(self.detok.add(token, final))
-        if final:
-            pieces += self.calls.close()
-        spoken: list[str] = []
-        calls: list[ToolCallDelta] = []
-        for piece in pieces:
-            if isinstance(piece, Spoken):
-                spoken.append(piece.text)
-                self.spoken.append((piece.start, piece.start + len(piece.text)))
-                continue
-            if self.forwarded is None:
-                self.forwarded = piece.name in self.offered
-            if self.forwarded:
-                calls.append(piece)
-        released: list[int] = []
-        settled = self.calls.settled
-        while self.pending and self.pending[0][2] <= settled:
-            tokens, start, end = self.pending.popleft()
-            if self._was_spoken(start, end):
-                released += [t for t in tokens if t not in self.special]
-        if self.calls.in_call or self.over:
-            # The rest of the text is the call's (or dropped): never spoken.
-            self.pending.clear()
-        return "".join(spoken), released, calls
-
-    def _decoded(self, text: str) -> list[Piece]:
-        """The detokenizer's next text: closes the group when it decoded whole, reads it."""
-        if not self.detok.pending:
-            self.pending.append((self.group, self.text_end, self.text_end + len(text)))
-            self.group = []
-        self.text_end += len(text)
-        return self.calls.feed(text) if text else []
-
-    def _was_spoken(self, start: int, end: int) -> bool:
-        """Whether any of the text [start, end) was spoken (groups are asked in order)."""
-        while self.spoken and self.spoken[0][1] <= start:
-            self.spoken.popleft()
-        return start < end and bool(self.spoken) and self.spoken[0][0] < end
+    return frozenset(ids) | turn_ids(tokenizer)
 
 
 class _Emitter:
@@ -440,7 +314,7 @@ class _Emitter:
 
     def __init__(
         self,
-        answer: _Answer,
+        answer: Answer,
         session: ThinkerSession,
         start: TalkerStart | None,
         sender: _ThinkerSender,
@@ -454,7 +328,8 @@ class _Emitter:
 
     def push(self, token: int, final: bool) -> bool:
         """Sends what `token` (the generation's last if `final`) gives; True after END."""
-        spoken, released, calls = self.answer.push(token, final)
+        said = self.answer.push(token, final)
+        spoken, released, calls = said.text, said.tokens, said.calls
         done = final or self.answer.over
         if done and released and released[-1] == token:
             # The token that ends the generation is not spoken (the talker goes on to
@@ -470,7 +345,7 @@ class _Emitter:
             self.sender.emit(wire.END, "")
         return done
 
-    def _speak(self, text: str, tokens: list[int]) -> None:
+    def _speak(self, text: str, tokens: tuple[int, ...]) -> None:
         for token in tokens:
             if not self.started:
                 self.started = True

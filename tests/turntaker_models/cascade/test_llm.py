@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from turntaker_models.answers import Detokenizer
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.cascade import smollm
 from turntaker_models.cascade.llm import (
@@ -19,7 +20,6 @@ from turntaker_models.cascade.llm import (
     UNHEARD_AUDIO,
     Decoder,
     GenerationStats,
-    IncrementalDetokenizer,
     SentenceCutter,
     render_messages,
 )
@@ -112,9 +112,9 @@ def test_detokenizer_never_splits_characters(loaded: smollm.SmolLM) -> None:
     tokenizer = loaded.tokenizer
     text = " Héllo  wörld 😀👏 — naïve café, 東京.\nNew line"
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    detok = IncrementalDetokenizer(tokenizer)
-    deltas = [detok.push(i) for i in ids]
-    deltas.append(detok.finish())
+    detok = Detokenizer(tokenizer)
+    deltas = [detok.add(i, final=False) for i in ids]
+    deltas.append(detok.flush())
     assert "".join(deltas) == text
     assert not any("\ufffd" in d for d in deltas)
     # Emoji take several byte tokens each: some pushes must have held their bytes back.

@@ -270,7 +270,7 @@ def test_talker_start_survives_the_wire(tiny: Tiny) -> None:
 
 
 def test_detokenizer_holds_split_characters(tiny: Tiny) -> None:
-    from turntaker_models.omni.stages import Detokenizer
+    from turntaker_models.answers import Detokenizer
 
     tokenizer = tiny.prompts.tokenizer
     text = "Hé, naïve café! 👋"

@@ -4,7 +4,8 @@ The stages are the real ones (the `chain` of test_stages.py: every response of a
 one request to the next, as in the ensemble). Random weights cannot choose to call, so a call
 is forced ("required", "function": the CallConstraint on the thinker's logits) and its
 arguments must validate against the schema; "auto" and "none" must still speak. The thinker's
-split of text into spoken text, the talker's tokens and the call's deltas (`_Answer`) is
+split of text into spoken text, the talker's tokens and the call's deltas (answers.py's
+`Answer`) is
 checked on the checkpoint's own tokenizer with a scripted answer.
 """
 
@@ -20,6 +21,8 @@ import pytest
 from tests.tool_specs import BOUNDED_WEATHER, WEATHER
 from tests.turntaker_models.omni.conftest import Tiny
 from tests.turntaker_models.omni.test_stages import Chain, _reset, open_chain
+from turntaker_models.answers import Answer, Said, special_ids
+from turntaker_models.cascade.tool_grammar import call_constraint
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -37,14 +40,7 @@ from turntaker_models.contract import (
 from turntaker_models.omni import wire
 from turntaker_models.omni.prompt_journal import read_entries
 from turntaker_models.omni.sampling import SamplingConfig
-from turntaker_models.omni.stages import (
-    _Answer,
-    _Emitter,
-    _ThinkerSender,
-    call_constraint,
-    special_ids,
-    stop_ids,
-)
+from turntaker_models.omni.stages import _Emitter, _ThinkerSender, stop_ids
 from turntaker_models.omni.thinker import ThinkerSession
 
 ALARM = ToolSpec(
@@ -171,6 +167,11 @@ def test_constraint_only_for_forced_choices(tiny: Tiny) -> None:
         call_constraint(ll, GenerationParameters(tools=[], tool_choice="function"))
 
 
+def _split(said: Said) -> tuple[str, list[int], list[ToolCallDelta]]:
+    """What one push said: the spoken text, the talker's tokens, the call's deltas."""
+    return said.text, list(said.tokens), said.calls
+
+
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
@@ -179,12 +180,12 @@ def test_answer_splits_speech_talker_tokens_and_call(tiny: Tiny, offered: bool) 
     tokenizer = tiny.prompts.tokenizer
     spoken = "Sure, one moment. "
     ids = tokenizer.encode(spoken + CALL + " and more", add_special_tokens=False)
-    answer = _Answer(tokenizer, ["get_weather"] if offered else ["set_alarm"])
+    answer = Answer(tokenizer, ["get_weather"] if offered else ["set_alarm"])
     said: list[str] = []
     talker: list[int] = []
     deltas: list[ToolCallDelta] = []
     for index, token in enumerate(ids):
-        text, released, calls = answer.push(token, index == len(ids) - 1)
+        text, released, calls = _split(answer.push(token, index == len(ids) - 1))
         said.append(text)
         talker += released
         deltas += calls
@@ -204,10 +205,11 @@ def test_answer_holds_a_token_that_may_start_a_call(tiny: Tiny) -> None:
     # With a tool offered, "<" might begin "<tool_call>": neither spoken nor given to the
     # talker until it is not.
     tokenizer = tiny.prompts.tokenizer
-    answer = _Answer(tokenizer, ["get_weather"])
+    answer = Answer(tokenizer, ["get_weather"])
     (less,) = tokenizer.encode("<", add_special_tokens=False)
-    assert answer.push(less, False) == ("", [], [])
-    text, released, _ = answer.push(tokenizer.encode("b", add_special_tokens=False)[0], False)
+    assert _split(answer.push(less, False)) == ("", [], [])
+    b = tokenizer.encode("b", add_special_tokens=False)[0]
+    text, released, _ = _split(answer.push(b, False))
     assert text == "<b" and len(released) == 2
 
 
@@ -215,13 +217,13 @@ def test_with_no_tool_offered_a_call_is_dropped_and_ends_the_answer(tiny: Tiny) 
     # The same stream as with tools: "<" waits, and a call (random weights write
     # `<tool_call>` too) is never spoken nor heard by the talker, and ends the answer.
     tokenizer = tiny.prompts.tokenizer
-    answer = _Answer(tokenizer, [])
+    answer = Answer(tokenizer, [])
     (less,) = tokenizer.encode("<", add_special_tokens=False)
-    assert answer.push(less, False) == ("", [], [])
+    assert _split(answer.push(less, False)) == ("", [], [])
     (b,) = tokenizer.encode("b", add_special_tokens=False)
-    assert answer.push(b, False) == ("<b", [less, b], [])
+    assert _split(answer.push(b, False)) == ("<b", [less, b], [])
     (call,) = tokenizer.encode("<tool_call>", add_special_tokens=False)
-    assert answer.push(call, False) == ("", [], []) and answer.over
+    assert _split(answer.push(call, False)) == ("", [], []) and answer.over
 
 
 def ids_of(tokenizer: Any, pieces: list[str]) -> list[int]:
@@ -255,10 +257,10 @@ def test_answer_drops_template_text_and_its_tokens(
 ) -> None:
     tokenizer = tiny.prompts.tokenizer
     ids = ids_of(tokenizer, [*pieces, "<|im_end|>"])
-    answer = _Answer(tokenizer, offered)
+    answer = Answer(tokenizer, offered)
     text, talker = "", []
     for index, token in enumerate(ids):
-        spoken, released, calls = answer.push(token, index == len(ids) - 1)
+        spoken, released, calls = _split(answer.push(token, index == len(ids) - 1))
         assert calls == []
         text += spoken
         talker += released
@@ -288,7 +290,7 @@ def test_a_response_block_left_open_is_spoken_at_the_end(tiny: Tiny, chain: Chai
     _, start = session.prefill(want_talker=True)
     hidden = int(tiny.config.thinker_config.text_config.hidden_size)
     sender = _ThinkerSender(chain._reply(chain._to_talker), "open-block", encode(params), hidden)
-    emitter = _Emitter(_Answer(tokenizer, []), session, start, sender)
+    emitter = _Emitter(Answer(tokenizer, []), session, start, sender)
     for index, token in enumerate(ids):
         assert emitter.push(token, index == len(ids) - 1) == (index == len(ids) - 1)
     session.close()
@@ -362,7 +364,7 @@ def test_speech_then_a_call_speaks_only_the_speech(tiny: Tiny, chain: Chain) -> 
     _, start = session.prefill(want_talker=True)
     hidden = int(tiny.config.thinker_config.text_config.hidden_size)
     sender = _ThinkerSender(chain._reply(chain._to_talker), "scripted", encode(params), hidden)
-    emitter = _Emitter(_Answer(tokenizer, ["get_weather"]), session, start, sender)
+    emitter = _Emitter(Answer(tokenizer, ["get_weather"]), session, start, sender)
     done = False
     for index, token in enumerate(ids):
         done = emitter.push(token, index == len(ids) - 1)
