@@ -35,6 +35,8 @@ from typing import Any
 from turntaker_models.cascade.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
 from turntaker_models.contract import Conversation, GenerationParameters, ToolCallDelta, ToolSpec
 
+__all__ = ["Answer", "Detokenizer", "Said", "shown_tools", "special_ids", "turn_ids"]
+
 
 def shown_tools(
     params: GenerationParameters, conversation: Conversation, *, hide_after_result: bool = False

@@ -7,11 +7,11 @@ reaches this stage only through the cancel board, checked before every forward p
 
 Function calling (contract `GenerationParameters.tools`), in the Qwen/Hermes format of
 turntaker_models/cascade/tool_calls.py:
-- SmolLM2's ChatML template knows no tools: the tools shown (turntaker_models/answers.py rule
+- SmolLM2's ChatML template knows no tools: the tools shown (`prompt_tools`: answers.py rule
   1, hiding them under "auto" after a tool's result) go into the system message as signatures
-  (`render_tools_system_prompt`). Earlier calls are rendered into
-  their assistant message as `<tool_call>` blocks, `tool` messages as a user message of
-  `<tool_response>` blocks (a `tool` role would be a role the model never saw).
+  (`render_tools_system_prompt`). Earlier calls are rendered into their assistant message as
+  `<tool_call>` blocks, `tool` messages as a user message of `<tool_response>` blocks (a
+  `tool` role would be a role the model never saw).
 - Every generation's tokens go through an `Answer` (turntaker_models/answers.py: detokenizing,
   the `ToolCallStream`, the offered functions): a call's text is never spoken nor cut into
   sentences, the text before it is flushed to tts when the call starts, and a call stops the
@@ -133,9 +133,8 @@ def render_messages(
 
 def prompt_tools(params: GenerationParameters, conversation: Conversation) -> list[ToolSpec]:
     """The tools SmolLM2 is shown (answers.py rule 1): none under tool_choice "none", nor under
-    "auto" when it answers a tool's result. SmolLM2-135M, shown the tools there, calls the same
-    function again or echoes the result instead of answering, and it never calls on its own
-    under "auto" anyway."""
+    "auto" when it answers a tool's result (SmolLM2-135M, shown the tools there, calls the same
+    function again or echoes the result, and it never calls on its own under "auto" anyway)."""
     return shown_tools(params, conversation, hide_after_result=True)
 
 
