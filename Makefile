@@ -56,16 +56,17 @@ diagrams: $(STAMP)
 	$(BIN)/turntaker diagrams --out docs/statecharts
 
 # The standard set: tables in docs/benchmarks.md, plots in docs/ (about 25 minutes on 2 cores;
-# bench.end_of_turn alone takes 13: `--quick` for a first look).
+# bench.end_of_turn alone takes 13: `--quick` for a first look). Every bench prints its table;
+# `--write` puts it into the document (bench/cli.py).
 bench: $(STAMP)
-	$(BIN)/python -m bench.protocol_decode
-	$(BIN)/python -m bench.vad_batching --repeats 2
-	$(BIN)/python -m bench.pipeline_ttfa --runs 6
-	$(BIN)/python -m bench.trio_bridge --rounds 3
-	$(BIN)/python -m bench.realtime_latency --runs 10
-	$(BIN)/python -m bench.load --warmup 4 --seconds 10
-	$(BIN)/python -m bench.interruptions
-	$(BIN)/python -m bench.end_of_turn
+	$(BIN)/python -m bench.protocol_decode --write
+	$(BIN)/python -m bench.vad_batching --repeats 2 --write
+	$(BIN)/python -m bench.pipeline_ttfa --runs 6 --write
+	$(BIN)/python -m bench.trio_bridge --rounds 3 --write
+	$(BIN)/python -m bench.realtime_latency --runs 10 --write
+	$(BIN)/python -m bench.load --warmup 4 --seconds 10 --write
+	$(BIN)/python -m bench.interruptions --write
+	$(BIN)/python -m bench.end_of_turn --write
 	$(BIN)/python -m bench.gpu_omni --weights tiny --write
 
 # Qwen3-Omni at real size (random weights built on the GPU) on one GPU node, no network needed:
@@ -82,8 +83,8 @@ fuzz: $(STAMP)
 # 10,000 interruptions and 1,000 session open/close cycles; then 2,000 connections cut under
 # concurrent sessions and resumed (bench/drop_soak.py); memory and descriptors reported.
 soak: $(STAMP)
-	$(BIN)/python -m bench.soak
-	$(BIN)/python -m bench.drop_soak
+	$(BIN)/python -m bench.soak --write
+	$(BIN)/python -m bench.drop_soak --write
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) tests/clients/js/node_modules

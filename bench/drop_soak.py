@@ -27,8 +27,8 @@ descriptors end at most a few above the start (bench/soak.py's limits). At the e
 `/metrics` must show no session active or in its grace, no journal bytes and no Triton
 stream, and the server's resume counter must match the client's. Exit status 1 on any failure.
 
-Run: `python -m bench.drop_soak` (`make soak`; writes "## Drop soak" in docs/reliability.md,
-unless `--no-write`).
+Run: `python -m bench.drop_soak --write` (`make soak`; writes "## Drop soak" in
+docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -39,20 +39,19 @@ import os
 import random
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench import report
+from bench import cli, report, servers
 from bench.drop_checks import Tally
 from bench.drop_clients import KINDS, Timing, run_slot, warm_up
-from bench.load import DOCS, ServerProcess, triton
+from bench.load import MODELS
+from bench.servers import RealtimeProcess, Sample
 from bench.soak import FD_SLACK, RSS_DRIFT_LIMIT, leaks
 
 HEADING = "## Drop soak"
-DOC = DOCS / "reliability.md"
+DOC = report.RELIABILITY
 
 # The first checkpoint that counts for RSS drift: by then sessions have been replaced.
 WARM_SHARE = 0.2
@@ -69,22 +68,6 @@ class Checkpoint:
     open_sessions: float
     in_grace: float
     journal_bytes: float
-
-
-def scrape(http_url: str) -> dict[str, float]:
-    """Every sample of `/metrics`, by its name with labels."""
-    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
-    return samples
-
-
-def total(samples: dict[str, float], name: str) -> float:
-    return sum(v for k, v in samples.items() if k == name or k.startswith(name + "{"))
 
 
 @dataclass
@@ -130,16 +113,16 @@ class DropSoak:
         return found
 
 
-def _point(soak: DropSoak, server: ServerProcess, http_url: str) -> Checkpoint:
-    stats = server.ask("stats")
-    samples = scrape(http_url)
+def _point(soak: DropSoak, server: RealtimeProcess) -> Checkpoint:
+    counters = server.ask("stats")
+    samples = server.samples()
     point = Checkpoint(
         soak.tally.dropped,
-        int(stats["rss"]),
-        int(stats["fds"]),
-        total(samples, "turntaker_sessions_active"),
-        total(samples, "turntaker_sessions_in_grace"),
-        total(samples, "turntaker_resume_journal_bytes"),
+        int(counters["rss"]),
+        int(counters["fds"]),
+        server.total("turntaker_sessions_active", samples),
+        server.total("turntaker_sessions_in_grace", samples),
+        server.total("turntaker_resume_journal_bytes", samples),
     )
     soak.points.append(point)
     print(
@@ -182,13 +165,12 @@ def run(
 ) -> DropSoak:
     soak = DropSoak(Tally(drops, time.monotonic() + max_seconds))
     with ExitStack() as stack:
-        grpc_url = triton_url or stack.enter_context(triton(speed)).grpc_url
-        server = ServerProcess(grpc_url, "triton")
+        grpc_url = stack.enter_context(servers.triton_url(triton_url, MODELS, null_speed=speed))
+        server = RealtimeProcess(grpc_url, instrumented=servers.instrumented())
         stack.callback(server.close)
-        http_url = f"http://127.0.0.1:{server.port}"
         asyncio.run(warm_up(server.url, soak.tally, Timing(speed)))
         time.sleep(1.0)  # as after the run: the warm-up session's tasks finish closing
-        _point(soak, server, http_url)
+        _point(soak, server)
         began = time.monotonic()
         asyncio.run(
             _drive(
@@ -197,23 +179,24 @@ def run(
                 seed,
                 soak.tally,
                 Timing(speed),
-                lambda: _point(soak, server, http_url),
+                lambda: _point(soak, server),
             )
         )
         soak.seconds = time.monotonic() - began
         time.sleep(1.0)  # let the last sessions' tasks finish closing
-        _point(soak, server, http_url)
-        samples = scrape(http_url)
+        _point(soak, server)
+        samples: list[Sample] = server.samples()
         for name in (
             "turntaker_sessions_active",
             "turntaker_sessions_in_grace",
             "turntaker_resume_journal_bytes",
             "turntaker_triton_streams",
         ):
-            soak.end[name] = total(samples, name)
-        prefix = 'turntaker_session_resumes_total{outcome="'
+            soak.end[name] = server.total(name, samples)
         soak.resumes_by_outcome = {
-            k[len(prefix) : -2]: v for k, v in samples.items() if k.startswith(prefix)
+            labels.get("outcome", ""): value
+            for name, labels, value in samples
+            if name == "turntaker_session_resumes_total"
         }
     return soak
 
@@ -297,22 +280,7 @@ def _most_open(soak: DropSoak) -> float:
     return max((p.open_sessions for p in soak.points), default=0.0)
 
 
-def _command(words: list[str]) -> str:
-    """The command as run, less the arguments naming this machine's temporary things."""
-    kept: list[str] = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-        elif word in ("--triton-url", "--doc"):
-            skip = True
-        elif not word.startswith(("--triton-url=", "--doc=")):
-            kept.append(word)
-    return " ".join(["python -m bench.drop_soak", *kept])
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drops", type=int, default=2000)
     parser.add_argument("--sessions", type=int, default=24, help="concurrent session slots")
     parser.add_argument("--speed", type=float, default=10.0, help="the `null` model's speed")
@@ -321,20 +289,23 @@ def main(argv: list[str] | None = None) -> int:
         "--triton-url", help="an already running Triton (host:grpc-port) whose `null` is at --speed"
     )
     parser.add_argument("--max-seconds", type=float, default=1800.0)
-    parser.add_argument("--doc", type=Path, default=DOC)
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-    command = _command(argv if argv is not None else sys.argv[1:])
     print(f"[drop soak] seed {seed}", flush=True)
     soak = run(args.drops, args.sessions, args.speed, seed, args.triton_url, args.max_seconds)
     section = render(soak, f"{command} --seed {seed}" if args.seed is None else command, args.speed)
-    print(section)
     for text in soak.tally.failures:
         print(f"[drop soak] {text}", file=sys.stderr)
-    if not args.no_write:
-        report.write_section(HEADING, section, doc=args.doc)
-    return 1 if soak.failures() else 0
+    return cli.Outcome(section, failed=bool(soak.failures()))
+
+
+BENCH = cli.Bench("bench.drop_soak", __doc__, DOC, _arguments, _run, local=("--triton-url",))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

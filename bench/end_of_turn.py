@@ -25,7 +25,7 @@ with an `error`, or does not echo, is reported as refused and not run). Two tabl
 Below the tables: the targets (met / MISSED) and, per mode and voice, the premature ends and
 the late complete turns, so that a voice the end-of-turn model misjudges shows.
 
-Run: `python -m bench.end_of_turn` (writes "## End of turn" in docs/benchmarks.md);
+Run: `python -m bench.end_of_turn --write` (writes "## End of turn" in docs/benchmarks.md);
 `--quick` runs four items per mode (CI).
 """
 
@@ -38,20 +38,18 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from bench import report
+from bench import cli, report, servers, stats
 from bench.end_of_turn_corpus import VOICES, CorpusPlan, TurnItem, build_corpus
 from bench.end_of_turn_sessions import Config, Outcome, probe, run_items
 from bench.overlap_corpus import room_tone
-from bench.serve_process import RealtimeProcess, local_triton
+from bench.servers import RealtimeProcess
 from orchestrator.service.config import PIPELINES, Pipeline, ServiceConfig
 from orchestrator.service.serve import needed_models
 
 HEADING = "## End of turn"
-ROOT = Path(__file__).resolve().parent.parent
 TURN_MODEL = "turn"  # Smart Turn v3.2 (semantic_vad's judge)
 DECISION_PIPELINE: Pipeline = "null"
 FIRST_AUDIO_PIPELINES: tuple[Pipeline, ...] = ("cascade", "qwen3_omni")
@@ -196,7 +194,7 @@ def measure(run: Run, triton_url: str | None) -> Measured:
     items = build_corpus(run.plan) if run.decisions else ()
     first = build_corpus(run.first_audio_plan) if run.first_audio_pipelines else ()
     measured = Measured([], [], time.monotonic() - began, len(items), len(first))
-    with local_triton(triton_url, run.triton_models()) as url:
+    with servers.triton_url(triton_url, run.triton_models()) as url:
         if run.decisions and run.decision_configs:
             measured.decisions = _on(
                 url, DECISION_PIPELINE, run.decision_configs, items, run.parallel, run.plan.seed
@@ -299,10 +297,6 @@ def _first_audio_row(result: ModeResult) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _median_ms(values: list[float]) -> float:
-    return report.ms(values, 0.5)
-
-
 def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
@@ -338,8 +332,8 @@ def _targets(measured: Measured) -> list[str]:
             f"{PREMATURE_RATIO_TARGET:.0%} of server_vad 500 ms's: {s:.0%} vs {b:.0%}, "
             f"{_verdict(s <= PREMATURE_RATIO_TARGET * b)}"
         )
-        lb = _median_ms(_latencies(_of(base.outcomes, "complete")))
-        ls = _median_ms(_latencies(_of(semantic.outcomes, "complete")))
+        lb = stats.median_ms(_latencies(_of(base.outcomes, "complete")))
+        ls = stats.median_ms(_latencies(_of(semantic.outcomes, "complete")))
         lines.append(
             f"- semantic_vad (medium) median commit latency on complete turns <= server_vad "
             f"500 ms's + {LATENCY_MARGIN_MS:.0f} ms: {ls:.0f} ms vs {lb:.0f} ms "
@@ -357,10 +351,10 @@ def _targets(measured: Measured) -> list[str]:
             missing = plain.label if off is None else eager.label
             lines.append(f"{target}: not measured ({missing} not run or refused by the server)")
             continue
-        a = _median_ms(_first_audio([o for o in off.outcomes if not o.premature]))
-        b = _median_ms(_first_audio([o for o in on.outcomes if not o.premature]))
+        a = stats.median_ms(_first_audio([o for o in off.outcomes if not o.premature]))
+        b = stats.median_ms(_first_audio([o for o in on.outcomes if not o.premature]))
         gains = _paired_gains(off, on)
-        gain = _median_ms(gains)
+        gain = stats.median_ms(gains)
         lines.append(
             f"{target}: {gain:.0f} ms, the median over the {len(gains)} turns cut off in "
             f"neither mode of each turn's own gain (medians {a:.0f} -> {b:.0f} ms), "
@@ -476,8 +470,7 @@ def table(run: Run, measured: Measured, command: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="four items per mode (CI)")
     parser.add_argument(
         "--url", help="a running Triton's gRPC HOST:PORT (with the pipelines' models and turn)"
@@ -492,15 +485,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--parallel", type=int, default=4, help="decision sessions at a time")
     parser.add_argument("--models", help="Triton's models (default: the pipelines' and turn)")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--doc", type=Path, default=report.DOC)
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     keys = [k for k in args.modes.split(",") if k]
     if not keys or any(k not in CONFIGS for k in keys):
-        parser.error(f"--modes: a comma-separated list of {', '.join(CONFIGS)}")
+        raise cli.Usage(f"--modes: a comma-separated list of {', '.join(CONFIGS)}")
     pipelines = [p for p in args.pipelines.split(",") if p]
     if not pipelines or any(p not in PIPELINES for p in pipelines):
-        parser.error(f"--pipelines: a comma-separated list of {', '.join(PIPELINES)}")
+        raise cli.Usage(f"--pipelines: a comma-separated list of {', '.join(PIPELINES)}")
     chosen = {CONFIGS[k] for k in keys}
     quick = args.quick
     run = Run(
@@ -513,19 +506,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parallel=args.parallel,
         models=tuple(m for m in (args.models or "").split(",") if m),
     )
-    command = "python -m bench.end_of_turn" + (" --quick" if quick else "")
-    for flag, value, default in (
-        ("--modes", args.modes, ",".join(CONFIGS)),
-        ("--pipelines", args.pipelines, ",".join(PIPELINES)),
-        ("--parallel", str(args.parallel), "4"),
-    ):
-        if value != default:
-            command += f" {flag} {value}"
-    section = table(run, measure(run, args.url), command)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section, args.doc)
-    return 0
+    return cli.Outcome(table(run, measure(run, args.url), command))
+
+
+BENCH = cli.Bench("bench.end_of_turn", __doc__, report.DOC, _arguments, _run, local=("--url",))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

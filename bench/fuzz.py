@@ -23,48 +23,16 @@ import argparse
 import math
 import random
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
-from pathlib import Path
-from typing import cast
 
-from bench import report
+from bench import cli, servers
 from fuzzing.campaign import campaign
 from fuzzing.in_memory import MemoryRunner
 from fuzzing.live import LiveRunner
 from fuzzing.results import FuzzStats
 from fuzzing.scripts import live_scripts, memory_scripts
 from fuzzing.server_health import capture_server_errors, healthz, metric_value, wait_for_metric
-from orchestrator.service.config import Pipeline, ServiceConfig
-from orchestrator.service.serve import BackgroundServer, needed_models
-from orchestrator.triton import TritonConfig, TritonServer
-
-REPO = Path(__file__).resolve().parent.parent / "model_repository"
-
-
-@contextmanager
-def _server(pipeline: str, triton_url: str | None) -> Iterator[BackgroundServer]:
-    service = ServiceConfig(port=report.free_port(), pipeline=cast(Pipeline, pipeline))
-    if triton_url is not None:
-        with BackgroundServer(replace(service, triton_urls=(triton_url,))) as server:
-            yield server
-        return
-    log = Path(tempfile.mkdtemp(prefix="fuzz-")) / "tritonserver.log"
-    triton_config = TritonConfig(
-        model_repository=REPO,
-        http_port=report.free_port(),
-        grpc_port=report.free_port(),
-        metrics_port=report.free_port(),
-        models=needed_models(service),
-        log_file=log,
-    )
-    print(f"bench.fuzz: starting tritonserver ({', '.join(triton_config.models)}); log {log}")
-    with TritonServer(triton_config) as triton:
-        with BackgroundServer(replace(service, triton_urls=(triton.grpc_url,))) as server:
-            yield server
+from orchestrator.service.serve import BackgroundServer
 
 
 def _server_closes(http_url: str) -> dict[str, float]:
@@ -165,25 +133,34 @@ def fuzz_live(server: BackgroundServer, inputs: int, chosen_seed: int, length: i
     return broken
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inputs", type=int, default=50_000, help="messages to send, per runner")
     parser.add_argument("--seed", type=int, help="random seed (default: a random one)")
     parser.add_argument("--length", type=int, default=16, help="messages per session")
     parser.add_argument("--runner", default="both", choices=["both", "memory", "live"])
     parser.add_argument("--pipeline", default="cascade", choices=["cascade", "qwen3_omni"])
     parser.add_argument("--triton-url", help="gRPC HOST:PORT of a running Triton to use")
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     chosen_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"bench.fuzz: {args.inputs} inputs per runner ({args.runner}), seed {chosen_seed}")
     broken = False
     if args.runner in ("both", "memory"):
         broken |= fuzz_in_memory(args.inputs, chosen_seed, args.length)
     if args.runner in ("both", "live"):
-        with _server(args.pipeline, args.triton_url) as server:
+        with servers.realtime(args.pipeline, args.triton_url, announce="bench.fuzz") as server:
             broken |= fuzz_live(server, args.inputs, chosen_seed, args.length)
     print(f"\nbench.fuzz: {'FAILED' if broken else 'ok'} (seed {chosen_seed})")
-    return 1 if broken else 0
+    # Its report is the exit status and the failures printed: no section of a document.
+    return cli.Outcome("", failed=broken)
+
+
+BENCH = cli.Bench("bench.fuzz", __doc__, None, _arguments, _run, local=("--triton-url",))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shlex
 import sys
 import tempfile
 import time
@@ -37,14 +36,12 @@ from typing import Literal
 
 import numpy as np
 
-from bench import report
+from bench import cli, report, servers, stats
 from bench.omni_streams import MODEL, TEXT, Results, run_plan
-from orchestrator.triton import TritonConfig, TritonServer
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.omni import loader
 
 Weights = Literal["real", "tiny", "tiny-random"]
-REPO = Path(__file__).resolve().parent.parent / "model_repository"
 HEADINGS: dict[str, str] = {
     "real": "## Qwen3-Omni streams (real-size random weights, GPU)",
     "tiny": "## Qwen3-Omni streams (tiny weights, CPU)",
@@ -94,17 +91,10 @@ def plan_for(weights: Weights, quick: bool) -> Plan:
 
 
 def _stats(values: Sequence[float], slow_side_low: bool = False) -> tuple[int, float, float, float]:
-    finite = np.array([v for v in values if np.isfinite(v)], dtype=np.float64)
-    if finite.size == 0:
-        return 0, float("nan"), float("nan"), float("nan")
+    kept = stats.finite(values)
     # For a rate the bad tail is the low one: its "p90" is what 90% of streams beat.
-    q90, q99 = (10, 1) if slow_side_low else (90, 99)
-    return (
-        int(finite.size),
-        float(np.median(finite)),
-        float(np.percentile(finite, q90)),
-        float(np.percentile(finite, q99)),
-    )
+    q90, q99 = (0.10, 0.01) if slow_side_low else (0.90, 0.99)
+    return len(kept), stats.median(kept), stats.quantile(kept, q90), stats.quantile(kept, q99)
 
 
 def _fmt(value: float, digits: int) -> str:
@@ -142,7 +132,7 @@ def table(plan: Plan, results: Results) -> list[str]:
                     anchor += f"; Qwen3-Omni report {REPORT_FIRST_PACKET_MS:.0f} ms (theoretical)"
             elif name.startswith("real-time") and n == base:
                 anchor = "1.00 = real time"
-            ratio = median / first if np.isfinite(median) and np.isfinite(first) else float("nan")
+            ratio = stats.ratio(median, first)
             lines.append(
                 f"| {name} | {n} | {count} | {_fmt(median, digits)} | {_fmt(p90, digits)} | "
                 f"{_fmt(p99, digits)} | {_fmt(ratio, 2)}x | {anchor} |"
@@ -225,18 +215,15 @@ def served(
         weights = _weights_folder(plan, tmp)
         phases["weights folder"] = time.monotonic() - began
         log(f"weights folder {phases['weights folder']:.1f} s: {weights or 'tiny (cache)'}")
-        config = TritonConfig(
-            model_repository=REPO,
-            http_port=report.free_port(),
-            grpc_port=report.free_port(),
-            metrics_port=report.free_port(),
-            models=(MODEL, "cancel"),
-            omni_weights=weights,
-            log_file=tmp / "tritonserver.log",
-            model_threads=plan.threads,
-            startup_timeout_s=420.0 if plan.weights == "real" else 180.0,
+        server = stack.enter_context(
+            servers.triton(
+                (MODEL, "cancel"),
+                omni_weights=weights,
+                model_threads=plan.threads,
+                startup_timeout_s=420.0 if plan.weights == "real" else 180.0,
+                log_dir=tmp,
+            )
         )
-        server = stack.enter_context(TritonServer(config))
         phases["server start (stages built)"] = server.startup_s or 0.0
         log(f"server start {phases['server start (stages built)']:.1f} s")
         yield server.grpc_url, stack.enter_context(server.board()), phases
@@ -287,8 +274,7 @@ def run(
     return section(plan, results, phases, command, device, prompt, (load_before, load_after))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", choices=("real", "tiny", "tiny-random"), default="tiny")
     parser.add_argument("--quick", action="store_true", help="1 round each, 2-token answers (CI)")
     parser.add_argument("--url", help="a running server's gRPC HOST:PORT instead of starting one")
@@ -297,23 +283,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--layers", type=int, help="real weights: real widths, N layers per stack (CPU smoke)"
     )
-    parser.add_argument("--write", action="store_true", help="write the section into the doc")
-    parser.add_argument("--doc", type=Path, default=report.DOC)
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     plan = plan_for(args.weights, args.quick)
     if args.budget_s is not None:
         plan = replace(plan, budget_s=args.budget_s)
     if args.layers is not None:
         if args.weights != "real" or args.write:
-            parser.error("--layers is a smoke run of --weights real; it writes nothing")
+            raise cli.Usage("--layers is a smoke run of --weights real; it writes nothing")
         plan = replace(plan, layers=args.layers)
-    given = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join(["python", "-m", "bench.gpu_omni", *given])
-    text = run(plan, command, args.url, args.board, log=lambda m: print(m, file=sys.stderr))
-    sys.stdout.write(text)
-    if args.write:
-        report.write_section(heading(plan), text, args.doc)
-    return 0
+    return cli.Outcome(run(plan, command, args.url, args.board, log=_progress))
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+BENCH = cli.Bench(
+    "bench.gpu_omni", __doc__, report.DOC, _arguments, _run, local=("--url", "--board")
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

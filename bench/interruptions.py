@@ -16,7 +16,7 @@ a time, for each interruption mode in turn. Per mode and class:
   and the share of decisions made without a transcript.
 The `immediate` rows are the plain-VAD baseline: every onset the VAD hears interrupts.
 
-Run: `python -m bench.interruptions` (writes "## Interruptions" in docs/benchmarks.md);
+Run: `python -m bench.interruptions --write` (writes "## Interruptions" in docs/benchmarks.md);
 `--quick` runs a handful of items per mode (CI).
 """
 
@@ -29,18 +29,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import get_args
 
-import numpy as np
-
-from bench import report
+from bench import cli, report, servers, stats
 from bench.overlap_corpus import KINDS, CorpusPlan, Kind, build_corpus, room_tone
 from bench.overlap_sessions import Mode, Outcome, Policy, run_items
-from bench.serve_process import RealtimeProcess, local_triton
+from bench.servers import RealtimeProcess
 
 HEADING = "## Interruptions"
-ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("null", "vad", "asr", "cancel", "turn")
 QUICK_PLAN = CorpusPlan(interruptions=2, backchannels=2, bursts=1, offsets_s=(0.5, 1.5))
 # Targets for pause mode (issue 14).
@@ -89,7 +85,7 @@ def measure(run: Run, triton_url: str | None) -> Measured:
     items = build_corpus(run.plan)
     tone = room_tone(10.0, run.plan.seed, run.plan.rate)
     measured = Measured({}, {}, time.monotonic() - began)
-    with local_triton(triton_url, MODELS) as url:
+    with servers.triton_url(triton_url, MODELS) as url:
         server = RealtimeProcess(url, "null", ready_timeout_s=60)
         try:
             for mode in run.modes:
@@ -166,8 +162,8 @@ def _targets(pause: list[Outcome], min_speech_ms: int) -> list[str]:
     positives = [o for o in pause if o.item.kind == "interruption"]
     false = sum(o.interrupted for o in negatives) / max(1, len(negatives))
     missed = sum(not o.interrupted for o in positives) / max(1, len(positives))
-    reaction = report.ms(_gaps(pause, "speech_started", "paused"), 1.0)
-    interrupt = report.ms(
+    reaction = stats.ms(_gaps(pause, "speech_started", "paused"), 1.0)
+    interrupt = stats.ms(
         _gaps([o for o in positives if o.interrupted], "onset", "interrupted_at"), 0.5
     )
     limit = min_speech_ms + INTERRUPT_MARGIN_MS
@@ -261,7 +257,7 @@ def _notes(measured: Measured) -> list[str]:
         if speech:
             line += (
                 "; `speech_ms` of the interrupt decisions (median / max): "
-                f"{np.median(speech):.0f} / {max(speech):.0f}"
+                f"{stats.median(speech):.0f} / {max(speech):.0f}"
             )
         decided, blind = measured.counters.get(mode, (0.0, 0.0))
         if decided:
@@ -278,31 +274,30 @@ def _notes(measured: Measured) -> list[str]:
     return [*notes, ""]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a handful of items per mode (CI)")
     parser.add_argument("--url", help="a running Triton's gRPC HOST:PORT (null, vad, asr, cancel)")
     parser.add_argument("--modes", default="immediate,pause")
     parser.add_argument("--parallel", type=int, default=4)
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--doc", type=Path, default=report.DOC)
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     modes: tuple[Mode, ...] = tuple(m for m in get_args(Mode) if m in args.modes.split(","))
     if not modes or len(modes) != len(set(args.modes.split(","))):
-        parser.error(f"--modes: a comma-separated list of {get_args(Mode)}")
+        raise cli.Usage(f"--modes: a comma-separated list of {get_args(Mode)}")
     run = Run(
         plan=QUICK_PLAN if args.quick else CorpusPlan(),
         modes=modes,
         parallel=args.parallel,
     )
-    command = "python -m bench.interruptions" + (" --quick" if args.quick else "")
-    if args.parallel != 4:
-        command += f" --parallel {args.parallel}"
-    section = table(run, measure(run, args.url), command)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section, args.doc)
-    return 0
+    return cli.Outcome(table(run, measure(run, args.url), command))
+
+
+BENCH = cli.Bench("bench.interruptions", __doc__, report.DOC, _arguments, _run, local=("--url",))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -18,120 +18,44 @@ Per N (a sweep that stops at the first N that is not real time, but not before N
 Then memory over 10,000 interruptions in one session (a second Triton whose `null` runs 1000x
 faster, so the loop takes a minute, not hours).
 
-Run: `python -m bench.load` (writes "## Load" in docs/benchmarks.md and the PNG plots).
+Run: `python -m bench.load --write` (writes "## Load" in docs/benchmarks.md and the PNG
+plots beside it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import soxr
 
-from bench import report
+from bench import cli, report, servers, stats
 from bench.load_clients import Figures, Script, interruptions, loop_lag, run_sessions
+from bench.servers import RealtimeProcess
 from bench.speech import flite_from_onset as flite_speech
 from bench.vad_batching import group_cpu_s
-from orchestrator.triton import TritonConfig, TritonServer
 from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
 from turntaker_models.contract import AudioPart, Conversation, GenerationParameters, Message
 
 HEADING = "## Load"
 Audio16 = npt.NDArray[np.float32]
-ROOT = Path(__file__).resolve().parent.parent
-REPO = ROOT / "model_repository"
-DOCS = ROOT / "docs"
+MODELS = ("null", "vad", "cancel", "turn")
 QUESTION = "What is the capital of France?"
 MAX_TOKENS = 50  # 50 chunks of 80 ms: a 4 s answer, always still streaming at the barge-in
 LAG_LIMIT_S = 0.020
 BACKLOG_LIMIT = 6.25  # VAD chunks per session: two 100 ms appends
 # The sweep goes on past a broken limit up to this N, where the issue sets a barge-in target.
 TARGET_N = 100
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) if values else float("nan")
-
-
-def ms(value: float) -> str:
-    return "-" if value != value else f"{value * 1000:.1f}"
-
-
-@contextmanager
-def triton(speed: float) -> Iterator[TritonServer]:
-    server = TritonServer(
-        TritonConfig(
-            model_repository=REPO,
-            http_port=report.free_port(),
-            grpc_port=report.free_port(),
-            metrics_port=report.free_port(),
-            models=("null", "vad", "cancel", "turn"),
-            null_speed=speed,
-        )
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-class ServerProcess:
-    """`bench.load_server` in its own process; commands over its stdin, JSON lines back."""
-
-    def __init__(self, grpc_url: str, vad: str) -> None:
-        self.port = report.free_port()
-        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
-        command = [sys.executable, "-m", "bench.load_server", "--port", str(self.port)]
-        command += ["--triton-url", grpc_url, "--vad", vad]
-        if os.environ.get("TURNTAKER_LOAD_CPROFILE"):
-            command += ["--cprofile", os.environ["TURNTAKER_LOAD_CPROFILE"]]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
-        )
-        ready = self._line()
-        self.pid = int(ready["pid"])
-
-    def _line(self) -> dict[str, Any]:
-        out: IO[str] | None = self.process.stdout
-        assert out is not None
-        line = out.readline()
-        if not line:
-            raise RuntimeError(f"the load server exited ({self.process.wait()})")
-        result: dict[str, Any] = json.loads(line)
-        return result
-
-    def ask(self, command: str) -> dict[str, Any]:
-        stdin: IO[str] | None = self.process.stdin
-        assert stdin is not None
-        stdin.write(command + "\n")
-        stdin.flush()
-        return self._line()
-
-    def close(self) -> None:
-        try:
-            self.ask("quit")
-        except (OSError, RuntimeError, ValueError):
-            pass
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def _direct_request(n: int, audio16: Audio16) -> PipelineRequest:
@@ -178,11 +102,11 @@ class Row:
 
     @property
     def lag_p99(self) -> float:
-        return pct(self.samples.get("event_loop_lag", []), 99)
+        return stats.p99(self.samples.get("event_loop_lag", []))
 
     @property
     def backlog_p99_per_session(self) -> float:
-        return pct(self.samples.get("input_backlog", []), 99) / self.sessions
+        return stats.p99(self.samples.get("input_backlog", [])) / self.sessions
 
     @property
     def realtime(self) -> bool:
@@ -200,9 +124,7 @@ class Row:
     @property
     def overhead(self) -> float:
         """Median TTFA from commit over median direct TTFA (1.0: no overhead)."""
-        if not self.figures.ttfa_commit or not self.direct:
-            return float("nan")
-        return statistics.median(self.figures.ttfa_commit) / statistics.median(self.direct)
+        return stats.ratio(stats.median(self.figures.ttfa_commit), stats.median(self.direct))
 
     @property
     def cpu_per_session(self) -> float:
@@ -215,7 +137,7 @@ class Row:
 
 
 async def _drive(
-    server: ServerProcess, script: Script, sessions: int, warmup_s: float, measure_s: float,
+    server: RealtimeProcess, script: Script, sessions: int, warmup_s: float, measure_s: float,
     grpc_url: str, audio16: Audio16, triton_pgid: int, profile: Path | None,
 ) -> tuple[Figures, dict[str, Any], list[float], list[float], float]:  # fmt: skip
     figures = Figures()
@@ -247,25 +169,25 @@ async def _drive(
         await run_sessions(
             server.url, script, sessions, warmup_s, measure_s, figures, on_measure=measuring
         )
-        stats = await asyncio.to_thread(server.ask, "stats")
+        counters = await asyncio.to_thread(server.ask, "stats")
         triton_cpu[1] = group_cpu_s(triton_pgid)
     finally:
         stop_lag.set()
         stop_probe.set()
         await lag_task
         probe.join(30)
-    return figures, stats, direct, client_lag, triton_cpu[1] - triton_cpu[0]
+    return figures, counters, direct, client_lag, triton_cpu[1] - triton_cpu[0]
 
 
 def sweep_point(
     grpc_url: str, triton_pgid: int, vad: str, sessions: int, script: Script,
     audio16: Audio16, warmup_s: float, measure_s: float, profile: Path | None = None,
 ) -> Row:  # fmt: skip
-    server = ServerProcess(grpc_url, vad)
+    server = RealtimeProcess(grpc_url, instrumented=servers.instrumented(vad))
     try:
         time.sleep(0.5)
         baseline = int(server.ask("stats")["rss"])
-        figures, stats, direct, client_lag, triton_cpu = asyncio.run(
+        figures, counters, direct, client_lag, triton_cpu = asyncio.run(
             _drive(
                 server,
                 script,
@@ -280,17 +202,18 @@ def sweep_point(
         )
     finally:
         server.close()
-    return Row(vad, sessions, figures, stats, baseline, direct, client_lag, triton_cpu)
+    return Row(vad, sessions, figures, counters, baseline, direct, client_lag, triton_cpu)
 
 
 def _print_row(row: Row) -> None:
     s, f = row.samples, row.figures
     print(
         f"[{row.vad} N={row.sessions}] turns {f.turns} barge-in client p50 "
-        f"{ms(pct(f.barge_in, 50))} p99 {ms(pct(f.barge_in, 99))} server p99 "
-        f"{ms(pct(s.get('barge_in_latency', []), 99))} ms; ttfa(commit) "
-        f"{ms(pct(f.ttfa_commit, 50))} direct {ms(pct(row.direct, 50))} ms; lag p99 "
-        f"{ms(row.lag_p99)} ms; backlog/session p99 {row.backlog_p99_per_session:.2f}; "
+        f"{report.ms(stats.median(f.barge_in))} p99 {report.ms(stats.p99(f.barge_in))} server p99 "
+        f"{report.ms(stats.p99(s.get('barge_in_latency', [])))} ms; ttfa(commit) "
+        f"{report.ms(stats.median(f.ttfa_commit))} direct "
+        f"{report.ms(stats.median(row.direct))} ms; lag p99 "
+        f"{report.ms(row.lag_p99)} ms; backlog/session p99 {row.backlog_p99_per_session:.2f}; "
         f"cpu/session {row.cpu_per_session * 100:.2f}%; triton cpu "
         f"{row.triton_cpu_s / float(row.server['wall_s']) * 100:.0f}%; rss/session "
         f"{row.rss_per_session_mb:.2f} MB; missed clears {f.missed_clears} answers "
@@ -314,17 +237,17 @@ class Memory:
 
 
 def memory_run(script: Script, count: int) -> Memory:
-    with triton(1000.0) as fast:
-        server = ServerProcess(fast.grpc_url, "triton")
+    with servers.triton(MODELS, null_speed=1000.0) as fast:
+        server = RealtimeProcess(fast.grpc_url, instrumented=servers.instrumented())
         try:
-            stats = server.ask("stats")
-            points = [(0, int(stats["rss"]), int(stats["fds"]))]
+            counters = server.ask("stats")
+            points = [(0, int(counters["rss"]), int(counters["fds"]))]
 
             async def progress(n: int) -> None:
-                stats = await asyncio.to_thread(server.ask, "stats")
-                points.append((n, int(stats["rss"]), int(stats["fds"])))
-                print(f"[memory] {n} interruptions: rss {stats['rss'] / 2**20:.1f} MiB, "
-                      f"fds {stats['fds']}", flush=True)  # fmt: skip
+                counters = await asyncio.to_thread(server.ask, "stats")
+                points.append((n, int(counters["rss"]), int(counters["fds"])))
+                print(f"[memory] {n} interruptions: rss {counters['rss'] / 2**20:.1f} MiB, "
+                      f"fds {counters['fds']}", flush=True)  # fmt: skip
 
             began = time.monotonic()
             every = max(1, count // 10)
@@ -367,7 +290,7 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
         f, s = row.figures, row.samples
 
         def pair(values: list[float]) -> str:
-            return f"{ms(pct(values, 50))} / {ms(pct(values, 99))}"
+            return f"{report.ms(stats.median(values))} / {report.ms(stats.p99(values))}"
 
         triton_pct = row.triton_cpu_s / float(row.server["wall_s"]) * 100
         lines.append(
@@ -377,7 +300,7 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
             f"{pair(s.get('event_loop_lag', []))} | {row.backlog_p99_per_session:.2f} | "
             f"{row.cpu_per_session * 100:.2f}% | {triton_pct:.0f}% | "
             f"{row.rss_per_session_mb:.2f} | {'yes' if row.realtime else 'no'} | "
-            f"{ms(pct(row.client_lag, 99))} |"
+            f"{report.ms(stats.p99(row.client_lag))} |"
         )
     by_vad: dict[str, list[Row]] = {}
     for row in rows:
@@ -391,7 +314,7 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
             r = broke[0]
             why = []
             if r.lag_p99 > LAG_LIMIT_S:
-                why.append(f"lag p99 {ms(r.lag_p99)} ms")
+                why.append(f"lag p99 {report.ms(r.lag_p99)} ms")
             if r.backlog_p99_per_session > BACKLOG_LIMIT:
                 why.append(f"backlog p99 {r.backlog_p99_per_session:.1f} chunks/session")
             f = r.figures
@@ -438,10 +361,10 @@ def targets(rows: list[Row], memory: Memory | None) -> list[str]:
         if row is None:
             out.append(f"- server barge-in p99 <= {limit * 1000:.0f} ms at {n}: not run")
             continue
-        p99 = pct(row.samples.get("barge_in_latency", []), 99)
+        p99 = stats.p99(row.samples.get("barge_in_latency", []))
         out.append(
             f"- server barge-in p99 <= {limit * 1000:.0f} ms at {n} session(s): "
-            f"{ms(p99)} ms, {verdict(p99 <= limit)}"
+            f"{report.ms(p99)} ms, {verdict(p99 <= limit)}"
             + ("" if row.realtime else " (this N is past the real-time limit)")
         )
     real = [r for r in triton_rows.values() if r.realtime]
@@ -471,9 +394,9 @@ def plot(rows: list[Row], out: Path) -> None:
     for vad in sorted({r.vad for r in rows}):
         group = [r for r in rows if r.vad == vad]
         n = [r.sessions for r in group]
-        axes[0].plot(n, [pct(r.figures.barge_in, 99) * 1000 for r in group], "o-",
+        axes[0].plot(n, [stats.p99(r.figures.barge_in) * 1000 for r in group], "o-",
                      label=f"client p99 ({vad} VAD)")  # fmt: skip
-        axes[0].plot(n, [pct(r.samples.get("barge_in_latency", []), 99) * 1000 for r in group],
+        axes[0].plot(n, [stats.p99(r.samples.get("barge_in_latency", [])) * 1000 for r in group],
                      "s--", label=f"server p99 ({vad} VAD)")  # fmt: skip
         axes[1].plot(n, [r.overhead for r in group], "o-", label=f"{vad} VAD")
         axes[2].plot(n, [r.lag_p99 * 1000 for r in group], "o-", label=f"{vad} VAD")
@@ -505,24 +428,23 @@ def plot(rows: list[Row], out: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", default="1,10,50,75,100,150,200,300,400")
     parser.add_argument("--vad", default="triton,inprocess")
     parser.add_argument("--warmup", type=float, default=6.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--interruptions", type=int, default=10000)
-    parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
         "--profile", type=Path, help="folder for py-spy collapsed stacks of each sweep point"
     )
-    args = parser.parse_args(argv)
-    command = "python -m bench.load " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     speech = flite_speech(QUESTION)
     script = Script.from_audio(speech)
     audio16 = np.asarray(soxr.resample(speech, 24000, 16000), np.float32)
     rows: list[Row] = []
-    with triton(1.0) as server:
+    with servers.triton(MODELS) as server:
         assert server.pid is not None
         pgid = os.getpgid(server.pid)
         for vad in args.vad.split(","):
@@ -538,12 +460,14 @@ def main(argv: list[str] | None = None) -> int:
                     break  # the limit broke: larger N only break it further
     memory = memory_run(script, args.interruptions) if args.interruptions else None
     machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, CPU only"
-    section = render(rows, memory, command.strip(), machine)
-    print(section)
-    if not args.no_write:
-        plot(rows, DOCS)
-        report.write_section(HEADING, section)
-    return 0
+    return cli.Outcome(render(rows, memory, command, machine), files=lambda at: plot(rows, at))
+
+
+BENCH = cli.Bench("bench.load", __doc__, report.DOC, _arguments, _run, local=("--profile",))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Code2Wav window decode times, as medians in milliseconds.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench import cli, report, stats
 from turntaker_models.contract import Conversation, Message, TextPart
 from turntaker_models.omni import loader
 from turntaker_models.omni.code2wav import Code2WavStream, WindowPlan, trim_samples, warm_up
@@ -30,7 +30,7 @@ from turntaker_models.settings import ModelSettings
 
 
 def _ms(samples: Sequence[float]) -> str:
-    return f"{1000 * statistics.median(samples):.2f} ms" if samples else "-"
+    return f"{report.ms(stats.median(samples), 2)} ms" if samples else "-"
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -41,12 +41,13 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - began
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", type=Path, help="checkpoint folder (default: tiny)")
     parser.add_argument("--tokens", type=int, default=32, help="thinker steps to time")
     parser.add_argument("--frames", type=int, default=32, help="talker frames to time")
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     settings = ModelSettings.from_env()
     torch.set_num_threads(settings.threads)
     path = args.weights or loader.weights_dir(settings)
@@ -103,7 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"code2wav: first window {windows[0] * 1000:.2f} ms ({plan.first_frames} frames), "
         f"later windows {_ms(windows[1:])} ({plan.chunk_frames} new + {plan.left_context} context)"
     )
-    return 0
+    # Its figures are printed as they come, for a look at one machine: no section of a document.
+    return cli.Outcome("")
+
+
+BENCH = cli.Bench("bench.omni_stages", __doc__, None, _arguments, _run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

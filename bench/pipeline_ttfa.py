@@ -6,14 +6,13 @@ through `PipelineStream` against a real tritonserver, `--runs` times each; then 
 are cancelled on their first audio chunk, and the cancel board's stop records give the time
 from the cancel to the last stage stopping.
 
-Run: `python -m bench.pipeline_ttfa` (writes "## Pipeline latency" in docs/benchmarks.md).
+Run: `python -m bench.pipeline_ttfa --write` (writes "## Pipeline latency" in docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,8 @@ import numpy.typing as npt
 import soxr
 from scipy.io import wavfile
 
-from bench import report
-from orchestrator.triton import TritonConfig, TritonServer
+from bench import cli, report, servers, stats
+from orchestrator.triton import TritonServer
 from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
 from turntaker_models.contract import (
     AudioPart,
@@ -39,7 +38,6 @@ from turntaker_models.contract import (
 )
 
 HEADING = "## Pipeline latency"
-REPO = Path(__file__).resolve().parent.parent / "model_repository"
 QUESTION = "What is the capital of France?"
 STORY = "Tell me a long story about a dragon and a knight."
 
@@ -114,25 +112,11 @@ def cancel_run(server: TritonServer, model: str, request: PipelineRequest) -> fl
     return (max(s.t_ns for s in stops) - cancelled_at) / 1e6
 
 
-def _median(values: list[float]) -> float:
-    finite = [v for v in values if v == v]
-    return statistics.median(finite) if finite else float("nan")
-
-
-def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
+def run(runs: int, max_tokens: int, omni_weights: Path | None, command: str) -> str:
     question = _spoken(QUESTION)
-    log = Path(tempfile.mkdtemp()) / "tritonserver.log"
-    config = TritonConfig(
-        model_repository=REPO,
-        http_port=report.free_port(),
-        grpc_port=report.free_port(),
-        metrics_port=report.free_port(),
-        models=("cascade", "qwen3_omni", "cancel"),
-        omni_weights=omni_weights,
-        log_file=log,
-    )
     rows = []
-    with TritonServer(config) as server:
+    models = ("cascade", "qwen3_omni", "cancel")
+    with servers.triton(models, omni_weights=omni_weights) as server:
         startup = server.startup_s or 0.0
         for model in ("cascade", "qwen3_omni"):
             one_run(server.grpc_url, model, _request(question, max_tokens))  # warm-up
@@ -145,7 +129,7 @@ def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
     lines = [
         HEADING,
         "",
-        f"Command: `python -m bench.pipeline_ttfa --runs {runs}` ({os.cpu_count()} cores, CPU; "
+        f"Command: `{command}` ({os.cpu_count()} cores, CPU; "
         f"Python {sys.version.split()[0]}; qwen3_omni on {weights}; max_tokens {max_tokens}; "
         f"server start-up with these models {startup:.1f} s).",
         "",
@@ -162,26 +146,29 @@ def run(runs: int, max_tokens: int, omni_weights: Path | None) -> str:
     for model, timed, stops in rows:
         finite = [s for s in stops if s == s]
         lines.append(
-            f"| `{model}` | {runs} | {_median([r.first_text_ms for r in timed]):.0f} | "
-            f"{_median([r.first_audio_ms for r in timed]):.0f} | "
-            f"{_median([r.total_ms for r in timed]):.0f} | "
-            f"{_median(stops):.1f}, {max(finite) if finite else float('nan'):.1f} |"
+            f"| `{model}` | {runs} | {stats.median(r.first_text_ms for r in timed):.0f} | "
+            f"{stats.median(r.first_audio_ms for r in timed):.0f} | "
+            f"{stats.median(r.total_ms for r in timed):.0f} | "
+            f"{stats.median(stops):.1f}, {max(finite) if finite else float('nan'):.1f} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--omni-weights", type=Path)
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    section = run(args.runs, args.max_tokens, args.omni_weights)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section)
-    return 0
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    return cli.Outcome(run(args.runs, args.max_tokens, args.omni_weights, command))
+
+
+BENCH = cli.Bench("bench.pipeline_ttfa", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

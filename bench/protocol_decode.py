@@ -1,7 +1,8 @@
 """Cost of parsing one 20 ms audio append at the edge, against a json+base64 baseline.
 
-Run: `python -m bench.protocol_decode` (from the repo root). Prints a markdown table and
-writes it to docs/benchmarks.md under "## Protocol decode", replacing only that section.
+Run: `python -m bench.protocol_decode` (from the repo root). Prints a markdown table; with
+`--write`, writes it to docs/benchmarks.md under "## Protocol decode", replacing only that
+section (bench/cli.py).
 """
 
 from __future__ import annotations
@@ -10,20 +11,18 @@ import argparse
 import base64
 import json
 import platform
-import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
-from bench import report
+from bench import cli, report, stats
 from orchestrator.protocol import InputAudioBufferAppend, decode_client_event
 
 HEADING = "## Protocol decode"
 COMMAND = "python -m bench.protocol_decode"
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+DOC = report.DOC
 
 # 20 ms of 24 kHz mono pcm16 = 480 samples = 960 bytes; what a browser client sends.
 AUDIO = bytes(range(256)) * 3 + bytes(192)
@@ -54,7 +53,7 @@ def _median_us(fn: Callable[[], object], *, n: int, repeats: int) -> float:
         for _ in range(n):
             fn()
         samples.append((time.perf_counter_ns() - start) / n / 1000)
-    return statistics.median(samples)
+    return stats.median(samples)
 
 
 def run(n: int, repeats: int) -> str:
@@ -68,7 +67,7 @@ def run(n: int, repeats: int) -> str:
     for _ in range(repeats):
         ours_runs.append(_median_us(_ours, n=n, repeats=1))
         base_runs.append(_median_us(_baseline, n=n, repeats=1))
-    ours, base = statistics.median(ours_runs), statistics.median(base_runs)
+    ours, base = stats.median(ours_runs), stats.median(base_runs)
     return "\n".join(
         [
             HEADING,
@@ -93,17 +92,20 @@ def write_section(section: str, doc: Path = DOC) -> None:
     report.write_section(HEADING, section, doc)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", type=int, default=20_000, help="events per run")
     parser.add_argument("--repeats", type=int, default=15, help="runs per decoder")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    section = run(args.n, args.repeats)
-    sys.stdout.write(section)
-    if not args.no_write:
-        write_section(section)
-    return 0
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    return cli.Outcome(run(args.n, args.repeats))
+
+
+BENCH = cli.Bench("bench.protocol_decode", __doc__, DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ that streams flite speech in real time (20 ms appends, paced by the wall clock):
 - barge-in latency: from the speech onset in the interrupting audio (the moment the chunk
   holding its first speech sample was sent) to `output_audio_buffer.cleared` received.
 
-Run: `python -m bench.realtime_latency --runs 20` (writes "## Realtime latency" in
+Run: `python -m bench.realtime_latency --runs 20 --write` (writes "## Realtime latency" in
 docs/benchmarks.md).
 """
 
@@ -18,25 +18,17 @@ import argparse
 import base64
 import json
 import os
-import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 from websockets.sync.client import ClientConnection, connect
 
-from bench import report
+from bench import cli, report, servers, stats
 from bench.speech import flite_from_onset as flite_speech
-from orchestrator.service.config import Pipeline, ServiceConfig
-from orchestrator.service.serve import BackgroundServer, needed_models
-from orchestrator.triton import TritonConfig, TritonServer
 
 HEADING = "## Realtime latency"
-REPO = Path(__file__).resolve().parent.parent / "model_repository"
 RATE = 24000
 CHUNK = 480  # 20 ms
 SILENCE_MS = 500
@@ -102,78 +94,62 @@ class Client:
             self._poll(0.05)
 
 
-def run(runs: int, pipeline: str) -> str:
+def run(runs: int, pipeline: str, command: str) -> str:
     question = flite_speech("What is the capital of France?", "slt")
     interruption = flite_speech("Stop, wait a moment.", "kal")
     lead = np.zeros(int(0.3 * RATE), np.float32)
-    log = Path(tempfile.mkdtemp()) / "tritonserver.log"
-    service = ServiceConfig(port=report.free_port(), pipeline=cast(Pipeline, pipeline))
-    triton_config = TritonConfig(
-        model_repository=REPO,
-        http_port=report.free_port(),
-        grpc_port=report.free_port(),
-        metrics_port=report.free_port(),
-        models=needed_models(service),
-        log_file=log,
-    )
     ttfa: list[float] = []
     barge: list[float] = []
-    with TritonServer(triton_config) as triton:
-        service = ServiceConfig(
-            port=service.port, pipeline=service.pipeline, triton_urls=(triton.grpc_url,)
-        )
-        with BackgroundServer(service) as server, connect(server.url, max_size=None) as ws:
-            client = Client(ws)
-            client.until("session.created")
-            ws.send(
-                json.dumps(
-                    {
-                        "type": "session.update",
-                        "session": {
-                            "type": "realtime",
-                            "max_output_tokens": 64,
-                            "audio": {
-                                "input": {
-                                    "turn_detection": {
-                                        "type": "server_vad",
-                                        "silence_duration_ms": SILENCE_MS,
-                                    }
+    with servers.realtime(pipeline) as server, connect(server.url, max_size=None) as ws:
+        client = Client(ws)
+        client.until("session.created")
+        ws.send(
+            json.dumps(
+                {
+                    "type": "session.update",
+                    "session": {
+                        "type": "realtime",
+                        "max_output_tokens": 64,
+                        "audio": {
+                            "input": {
+                                "turn_detection": {
+                                    "type": "server_vad",
+                                    "silence_duration_ms": SILENCE_MS,
                                 }
-                            },
+                            }
                         },
-                    }
-                )
+                    },
+                }
             )
-            client.until("session.updated")
-            for _ in range(runs):
-                client.send_audio_realtime(lead)
-                speech_end = client.send_audio_realtime(question)
-                first_audio, _ = client.silence_until("response.output_audio.delta")
-                ttfa.append(first_audio - speech_end)
-                onset = client.send_audio_realtime(interruption[:CHUNK])
-                client.send_audio_realtime(interruption[CHUNK:])
-                cleared, _ = client.silence_until("output_audio_buffer.cleared")
-                barge.append(cleared - onset)
-                # The interruption is the next user turn: let it start, then cancel it.
-                _, created = client.silence_until("response.created")
-                response = created["response"]
-                assert isinstance(response, dict)
-                client.ws.send(json.dumps({"type": "response.cancel"}))
-                client.silence_until("response.done", response_id=str(response["id"]))
-                client.pending.clear()
-    return _table(runs, pipeline, ttfa, barge)
+        )
+        client.until("session.updated")
+        for _ in range(runs):
+            client.send_audio_realtime(lead)
+            speech_end = client.send_audio_realtime(question)
+            first_audio, _ = client.silence_until("response.output_audio.delta")
+            ttfa.append(first_audio - speech_end)
+            onset = client.send_audio_realtime(interruption[:CHUNK])
+            client.send_audio_realtime(interruption[CHUNK:])
+            cleared, _ = client.silence_until("output_audio_buffer.cleared")
+            barge.append(cleared - onset)
+            # The interruption is the next user turn: let it start, then cancel it.
+            _, created = client.silence_until("response.created")
+            response = created["response"]
+            assert isinstance(response, dict)
+            client.ws.send(json.dumps({"type": "response.cancel"}))
+            client.silence_until("response.done", response_id=str(response["id"]))
+            client.pending.clear()
+    return _table(runs, pipeline, ttfa, barge, command)
 
 
-def _table(runs: int, pipeline: str, ttfa: list[float], barge: list[float]) -> str:
-    def ms(values: list[float], q: float) -> float:
-        return float(np.quantile(np.asarray(values), q) * 1000)
-
-    med_ttfa = statistics.median(ttfa) * 1000
-    med_barge = statistics.median(barge) * 1000
+def _table(runs: int, pipeline: str, ttfa: list[float], barge: list[float], command: str) -> str:
+    ms = stats.ms
+    med_ttfa = stats.median(ttfa) * 1000
+    med_barge = stats.median(barge) * 1000
     lines = [
         HEADING,
         "",
-        f"Command: `python -m bench.realtime_latency --runs {runs}` ({os.cpu_count()} cores, "
+        f"Command: `{command}` ({os.cpu_count()} cores, "
         f"CPU; Python {sys.version.split()[0]}; pipeline `{pipeline}`; one client streaming "
         "flite speech in real time, 20 ms appends; server VAD with "
         f"silence_duration_ms {SILENCE_MS}).",
@@ -192,17 +168,20 @@ def _table(runs: int, pipeline: str, ttfa: list[float], barge: list[float]) -> s
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--pipeline", default="cascade", choices=["cascade", "qwen3_omni"])
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    section = run(args.runs, args.pipeline)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section)
-    return 0
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    return cli.Outcome(run(args.runs, args.pipeline, command))
+
+
+BENCH = cli.Bench("bench.realtime_latency", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

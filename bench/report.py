@@ -1,13 +1,23 @@
-"""Writes one benchmark's section of docs/benchmarks.md, leaving the other sections alone."""
+"""The report writer: a benchmark's section of a results document, and its table cells.
+
+Rules:
+1. A section starts at its heading ("## Name") and runs to the next "## " line; writing one
+   replaces only that section and keeps every other one, in place. A section not yet in the
+   document is appended at its end; a document not yet there is started ("# Benchmarks").
+2. Cells read the same in every table: a latency pair is "median / p90" in ms, a count out
+   of a whole is "part/whole (percent)", and a figure with nothing measured is "-".
+"""
 
 from __future__ import annotations
 
-import socket
+from collections.abc import Iterable
 from pathlib import Path
 
-import numpy as np
+from bench import stats
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOC = DOCS / "benchmarks.md"
+RELIABILITY = DOCS / "reliability.md"
 
 
 def write_section(heading: str, section: str, doc: Path = DOC) -> None:
@@ -29,26 +39,19 @@ def write_section(heading: str, section: str, doc: Path = DOC) -> None:
     doc.write_text(body, encoding="utf-8")
 
 
-def free_port() -> int:
-    """A loopback port free right now, for the servers a benchmark starts."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def ms(values: list[float], q: float) -> float:
-    """The q-quantile of `values` (seconds) in ms; nan when there are none."""
-    return float(np.quantile(np.asarray(values), q) * 1000) if values else float("nan")
-
-
-def median_p90(values: list[float], digits: int = 0) -> str:
+def median_p90(values: Iterable[float], digits: int = 0) -> str:
     """A table cell: "median / p90" in ms with `digits` decimals, "-" when there are none."""
-    if not values:
+    kept = stats.finite(values)
+    if not kept:
         return "-"
-    return f"{ms(values, 0.5):.{digits}f} / {ms(values, 0.9):.{digits}f}"
+    return f"{stats.ms(kept, 0.5):.{digits}f} / {stats.ms(kept, 0.9):.{digits}f}"
 
 
 def share(part: int, whole: int) -> str:
     """A table cell: "part/whole (percent)", "-" of nothing."""
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
+
+
+def ms(seconds: float, digits: int = 1) -> str:
+    """A table cell: seconds as ms with `digits` decimals, "-" when not measured (nan)."""
+    return "-" if seconds != seconds else f"{seconds * 1000:.{digits}f}"

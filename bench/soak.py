@@ -7,7 +7,7 @@ before, during and after; so are the server's open sessions and Triton streams (
 descriptors more than a few above the start, sessions or streams left open, or RSS growth
 over the interruptions (from the first checkpoint, when caches are warm) above 5%.
 
-Run: `python -m bench.soak` (`make soak`; writes "## Soak" in docs/reliability.md).
+Run: `python -m bench.soak --write` (`make soak`; writes "## Soak" in docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -16,18 +16,16 @@ import argparse
 import asyncio
 import sys
 import time
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench import report
-from bench.load import DOCS, QUESTION, ServerProcess, triton
+from bench import cli, report, servers
+from bench.load import MODELS, QUESTION
 from bench.load_clients import Script, interruptions, open_close
 from bench.speech import flite_from_onset as flite_speech
 
 HEADING = "## Soak"
-DOC = DOCS / "reliability.md"
+DOC = report.RELIABILITY
 RSS_DRIFT_LIMIT = 0.05
 FD_SLACK = 4
 
@@ -86,22 +84,13 @@ def leaks(fd_growth: int, left_open: Mapping[str, float]) -> list[str]:
     return found
 
 
-def _metric(http_url: str, name: str) -> float:
-    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def run(count: int, sessions: int) -> Soak:
     script = Script.from_audio(flite_speech(QUESTION))
     soak = Soak()
-    with triton(1000.0) as server_triton:
-        server = ServerProcess(server_triton.grpc_url, "triton")
-        http_url = f"http://127.0.0.1:{server.port}"
+    with servers.triton(MODELS, null_speed=1000.0) as server_triton:
+        server = servers.RealtimeProcess(
+            server_triton.grpc_url, instrumented=servers.instrumented()
+        )
         try:
             time.sleep(0.5)
             soak.point("start", 0, server.ask("stats"))
@@ -126,7 +115,7 @@ def run(count: int, sessions: int) -> Soak:
             time.sleep(1.0)  # let the last session's tasks finish closing
             soak.point("end", count + sessions, server.ask("stats"))
             for name in ("turntaker_sessions_active", "turntaker_triton_streams"):
-                soak.open_after[name] = _metric(http_url, name)
+                soak.open_after[name] = server.total(name)
         finally:
             server.close()
     return soak
@@ -163,19 +152,21 @@ def render(soak: Soak, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interruptions", type=int, default=10000)
     parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--no-write", action="store_true")
-    args = parser.parse_args(argv)
-    command = "python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     soak = run(args.interruptions, args.sessions)
-    section = render(soak, command.strip())
-    print(section)
-    if not args.no_write:
-        report.write_section(HEADING, section, doc=Path(DOC))
-    return 1 if soak.failures() else 0
+    return cli.Outcome(render(soak, command), failed=bool(soak.failures()))
+
+
+BENCH = cli.Bench("bench.soak", __doc__, DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ per pass (mask, accept, forced tokens), time from the request to the first delta
 text and to the whole call, all greedy. Then the mask alone, replaying the call's tokens
 through a fresh constraint without the model, many times.
 
-Run: `python -m bench.tool_decoding` (writes "## Function calling: constrained decoding" in
+Run: `python -m bench.tool_decoding --write` (writes "## Function calling: constrained decoding" in
 docs/benchmarks.md; about a minute).
 """
 
@@ -24,12 +24,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import sys
 import time
 from dataclasses import dataclass
 
-from bench import report
+from bench import cli, report, stats
 from turntaker_models.cascade import smollm
 from turntaker_models.cascade.llm import Decoder, GenerationStats
 from turntaker_models.cascade.tool_grammar import CallConstraint
@@ -43,7 +41,6 @@ from turntaker_models.contract import (
 from turntaker_models.settings import ModelSettings
 
 HEADING = "## Function calling: constrained decoding"
-COMMAND = "python -m bench.tool_decoding"
 WEATHER = ToolSpec(
     "get_weather",
     "Get the current weather in a city.",
@@ -72,13 +69,13 @@ class Run:
 
 def decode(decoder: Decoder, params: GenerationParameters, fast_forward: bool) -> Run:
     decoder.fast_forward = fast_forward
-    stats = GenerationStats()
+    counted = GenerationStats()
     began = time.perf_counter()
-    steps = list(decoder.generate(QUESTION, [], params, lambda: False, stats))
+    steps = list(decoder.generate(QUESTION, [], params, lambda: False, counted))
     total = time.perf_counter() - began
     deltas = [s.tool_call for s in steps if s.tool_call is not None]
     call = "".join(d.name + d.arguments for d in deltas)
-    return Run(stats, total, call)
+    return Run(counted, total, call)
 
 
 def replay_mask_s(decoder: Decoder, tokens: list[int], repeats: int) -> list[float]:
@@ -99,7 +96,7 @@ def replay_mask_s(decoder: Decoder, tokens: list[int], repeats: int) -> list[flo
 
 
 def _median_ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:.0f}" if values else "-"
+    return report.ms(stats.median(values), 0)
 
 
 def _row(label: str, runs: list[Run], free: list[Run]) -> str:
@@ -108,8 +105,8 @@ def _row(label: str, runs: list[Run], free: list[Run]) -> str:
     firsts = [r.stats.first_arguments_s for r in runs if r.stats.first_arguments_s is not None]
     calls = [r.total_s for r in runs if r.call]
     free_steps = [s for r in free for s in r.stats.step_s]
-    ratio = statistics.median(steps) / statistics.median(free_steps)
-    whole = statistics.median(r.total_s for r in runs) / statistics.median(r.total_s for r in free)
+    ratio = stats.median(steps) / stats.median(free_steps)
+    whole = stats.median(r.total_s for r in runs) / stats.median(r.total_s for r in free)
     first = runs[0].stats
     return (
         f"| {label} | {len(runs)} | {first.new_tokens} ({first.forced_tokens} forced) | "
@@ -119,7 +116,7 @@ def _row(label: str, runs: list[Run], free: list[Run]) -> str:
     )
 
 
-def run(runs: int, threads: int) -> str:
+def run(runs: int, threads: int, command: str = "python -m bench.tool_decoding") -> str:
     loaded = smollm.load(ModelSettings.from_env().cache_dir)
     decoder = Decoder(loaded.model, loaded.tokenizer, threads)
     # Warm torch and the grammar before timing.
@@ -144,7 +141,7 @@ def run(runs: int, threads: int) -> str:
     free_steps = [s for r in ways["free"] for s in r.stats.step_s]
     free = ways["free"]
     free_calls = sum(1 for r in free if r.call)
-    prefill = statistics.median(r.stats.prefill_s for r in ways["one"])
+    prefill = stats.median(r.stats.prefill_s for r in ways["one"])
     import llguidance
     import torch
 
@@ -152,7 +149,7 @@ def run(runs: int, threads: int) -> str:
         [
             HEADING,
             "",
-            f"Command: `{COMMAND}` ({runs} runs per way, interleaved, greedy; "
+            f"Command: `{command}` ({runs} runs per way, interleaved, greedy; "
             f"{os.cpu_count()} cores, torch threads {threads}; Python "
             f"{platform.python_version()}, torch {torch.__version__}, llguidance "
             f"{llguidance.__version__}; SmolLM2-135M-Instruct float32 on CPU).",
@@ -185,24 +182,27 @@ def run(runs: int, threads: int) -> str:
             "",
             f"Mask alone, the call's {len(tokens)} tokens replayed 50 times through fresh "
             f"constraints without the model: {report.median_p90(replayed, 3)} ms per token "
-            f"(median / p90), {statistics.median(replayed) / statistics.median(free_steps):.1%} "
+            f"(median / p90), {stats.median(replayed) / stats.median(free_steps):.1%} "
             "of a free decode pass.",
             "",
         ]
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=8, help="runs per way")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    section = run(args.runs, args.threads)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section)
-    return 0
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    return cli.Outcome(run(args.runs, args.threads, command))
+
+
+BENCH = cli.Bench("bench.tool_decoding", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

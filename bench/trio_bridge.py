@@ -9,32 +9,27 @@ One 1-row `vad` request (a 32 ms chunk with its state), back to back, four ways:
 Methods take turns in rounds so that drift on the machine hits them alike. Medians and p90 of
 every call's round trip; then calls per second with 16 concurrent callers.
 
-Run: `python -m bench.trio_bridge` (writes "## Trio bridge" in docs/benchmarks.md).
+Run: `python -m bench.trio_bridge --write` (writes "## Trio bridge" in docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import trio
 import tritonclient.grpc as grpcclient
 
-from bench import report
-from orchestrator.triton import TritonConfig, TritonServer
+from bench import cli, report, servers, stats
 from orchestrator.triton.trio_bridge import TritonUnary, open_unary
 
 HEADING = "## Trio bridge"
-REPO = Path(__file__).resolve().parent.parent / "model_repository"
 CONCURRENT = 16
 
 try:
@@ -200,15 +195,6 @@ async def trio_asyncio_concurrent(url: str, seconds: float) -> float:
 
 
 def run(calls: int, rounds: int, seconds: float) -> str:
-    log = Path(tempfile.mkdtemp()) / "tritonserver.log"
-    config = TritonConfig(
-        model_repository=REPO,
-        http_port=report.free_port(),
-        grpc_port=report.free_port(),
-        metrics_port=report.free_port(),
-        models=("vad",),
-        log_file=log,
-    )
     ways: dict[str, Callable[[str, int], list[float]]] = {
         "(a) sync client, direct": sync_direct,
         "(b) `TritonUnary.infer()` (worker thread)": lambda u, n: trio.run(through_bridge, u, n),
@@ -227,7 +213,7 @@ def run(calls: int, rounds: int, seconds: float) -> str:
         busy[name] = lambda u, s: trio.run(trio_asyncio_concurrent, u, s)
     times: dict[str, list[float]] = {name: [] for name in ways}
     rates: dict[str, list[float]] = {name: [] for name in busy}
-    with TritonServer(config) as server:
+    with servers.triton(("vad",)) as server:
         url = server.grpc_url
         for way in ways.values():  # warm-up: lazy init on both sides
             way(url, 50)
@@ -236,8 +222,8 @@ def run(calls: int, rounds: int, seconds: float) -> str:
                 times[name] += way(url, calls)
             for name, concurrent in busy.items():
                 rates[name].append(concurrent(url, seconds))
-    base = statistics.median(times["(a) sync client, direct"])
-    base_rate = statistics.median(rates["(a) sync client, direct"])
+    base = stats.median(times["(a) sync client, direct"])
+    base_rate = stats.median(rates["(a) sync client, direct"])
     lines = [
         HEADING,
         "",
@@ -260,9 +246,9 @@ def run(calls: int, rounds: int, seconds: float) -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, samples in times.items():
-        median = statistics.median(samples)
-        p90 = float(np.percentile(samples, 90))
-        rate = statistics.median(rates[name])
+        median = stats.median(samples)
+        p90 = stats.p90(samples)
+        rate = stats.median(rates[name])
         lines.append(
             f"| {name} | {median * 1e3:.3f} | {p90 * 1e3:.3f} | "
             f"{(median - base) * 1e3:+.3f} | {median / base:.2f}x | "
@@ -271,18 +257,21 @@ def run(calls: int, rounds: int, seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=500, help="calls per way per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0, help="per concurrent round")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    section = run(args.calls, args.rounds, args.seconds)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section)
-    return 0
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    return cli.Outcome(run(args.calls, args.rounds, args.seconds))
+
+
+BENCH = cli.Bench("bench.trio_bridge", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Figures per session count, medians of the repeats:
 - for Triton, the mean batch the server formed (inference count / execution count).
 A session needs 31.25 frames per second to keep up with real time.
 
-Run: `python -m bench.vad_batching` (writes "## VAD batching" in docs/benchmarks.md).
+Run: `python -m bench.vad_batching --write` (writes "## VAD batching" in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,13 +30,12 @@ import onnxruntime as ort
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 
-from bench import report
-from orchestrator.triton import TritonConfig, TritonServer
+from bench import cli, report, servers, stats
+from orchestrator.triton import TritonServer
 
 HEADING = "## VAD batching"
 CHUNK = 512
 CONTEXT = 64
-REPO = Path(__file__).resolve().parent.parent / "model_repository"
 Audio = npt.NDArray[np.float32]
 
 
@@ -109,8 +106,8 @@ def group_cpu_s(pgid: int) -> float:
 
 
 def _vad_counts(client: grpcclient.InferenceServerClient) -> tuple[int, int]:
-    stats = client.get_inference_statistics("vad", as_json=True)["model_stats"][0]
-    return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
+    model = client.get_inference_statistics("vad", as_json=True)["model_stats"][0]
+    return int(model.get("inference_count", 0)), int(model.get("execution_count", 0))
 
 
 async def _session(client: aioclient.InferenceServerClient, audio: Audio) -> None:
@@ -183,24 +180,15 @@ def through_triton(
 def _median(figures: list[Figures]) -> Figures:
     return Figures(
         frames=figures[0].frames,
-        wall_s=statistics.median(f.wall_s for f in figures),
-        cpu_s=statistics.median(f.cpu_s for f in figures),
-        mean_batch=statistics.median(f.mean_batch for f in figures),
+        wall_s=stats.median(f.wall_s for f in figures),
+        cpu_s=stats.median(f.cpu_s for f in figures),
+        mean_batch=stats.median(f.mean_batch for f in figures),
     )
 
 
 def run(session_counts: list[int], frames: int, repeats: int) -> str:
-    log = Path(tempfile.mkdtemp()) / "tritonserver.log"
-    config = TritonConfig(
-        model_repository=REPO,
-        http_port=report.free_port(),
-        grpc_port=report.free_port(),
-        metrics_port=report.free_port(),
-        models=("vad",),
-        log_file=log,
-    )
     rows = []
-    with TritonServer(config) as server:
+    with servers.triton(("vad",)) as server:
         # Warm-up: first calls pay for lazy initialisation on both sides.
         through_triton(server, 4, 20)
         in_process(1, 20)
@@ -242,19 +230,22 @@ def run(session_counts: list[int], frames: int, repeats: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", default="1,16,64", help="comma-separated session counts")
     parser.add_argument("--frames", type=int, default=3200, help="frames per cell")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     counts = [int(n) for n in args.sessions.split(",")]
-    section = run(counts, args.frames, args.repeats)
-    sys.stdout.write(section)
-    if not args.no_write:
-        report.write_section(HEADING, section)
-    return 0
+    return cli.Outcome(run(counts, args.frames, args.repeats))
+
+
+BENCH = cli.Bench("bench.vad_batching", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":

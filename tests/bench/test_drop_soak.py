@@ -27,7 +27,8 @@ def test_a_short_drop_soak_loses_nothing(triton_server: TritonServer, tmp_path: 
     doc = tmp_path / "reliability.md"
     doc.write_text("# Reliability\n\n## Soak\n\nkept\n", encoding="utf-8")
     argv = ["--drops", str(DROPS), "--sessions", "6", "--speed", "1", "--seed", "7"]
-    argv += ["--max-seconds", "45", "--triton-url", triton_server.grpc_url, "--doc", str(doc)]
+    argv += ["--max-seconds", "45", "--triton-url", triton_server.grpc_url]
+    argv += ["--write", "--doc", str(doc)]
     assert drop_soak.main(argv) == 0
     text = doc.read_text(encoding="utf-8")
     assert "kept" in text, "the drop soak replaced another section"

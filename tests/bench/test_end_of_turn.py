@@ -118,7 +118,7 @@ def test_quick_run_on_the_null_pipeline_counts_what_the_sessions_saw(
     doc.write_text("# Benchmarks\n\n## Other bench\n\nkept\n", encoding="utf-8")
     modes = "server_vad_500,semantic_vad_medium"
     argv = ["--quick", "--url", triton_server.grpc_url, "--pipelines", "null", "--modes", modes]
-    assert end_of_turn.main([*argv, "--doc", str(doc)]) == 0
+    assert end_of_turn.main([*argv, "--write", "--doc", str(doc)]) == 0
     text = doc.read_text(encoding="utf-8")
     assert "kept" in text, "the bench replaced another bench's section"
     section = text[text.index(end_of_turn.HEADING) :]

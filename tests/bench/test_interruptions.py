@@ -49,7 +49,7 @@ def test_quick_run_writes_every_row_with_finite_numbers(
 ) -> None:
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n## Other bench\n\nkept\n", encoding="utf-8")
-    argv = ["--quick", "--url", triton_server.grpc_url, "--doc", str(doc)]
+    argv = ["--quick", "--url", triton_server.grpc_url, "--write", "--doc", str(doc)]
     assert interruptions.main(argv) == 0
     text = doc.read_text(encoding="utf-8")
     assert "kept" in text, "the bench replaced another bench's section"
