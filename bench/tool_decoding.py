@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from bench import cli, report, stats
 from turntaker_models.cascade import smollm
 from turntaker_models.cascade.llm import Decoder, GenerationStats
-from turntaker_models.cascade.tool_grammar import CallConstraint
 from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
@@ -39,6 +38,7 @@ from turntaker_models.contract import (
     ToolSpec,
 )
 from turntaker_models.settings import ModelSettings
+from turntaker_models.tool_grammar import CallConstraint
 
 HEADING = "## Function calling: constrained decoding"
 WEATHER = ToolSpec(

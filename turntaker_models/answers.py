@@ -32,8 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from turntaker_models.cascade.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
 from turntaker_models.contract import Conversation, GenerationParameters, ToolCallDelta, ToolSpec
+from turntaker_models.tool_calls import TURN_MARKERS, Piece, Spoken, ToolCallStream
 
 __all__ = ["Answer", "Detokenizer", "Said", "shown_tools", "special_ids", "turn_ids"]
 

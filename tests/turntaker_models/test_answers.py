@@ -17,7 +17,6 @@ from turntaker_models.answers import (
     special_ids,
     turn_ids,
 )
-from turntaker_models.cascade.tool_calls import Spoken
 from turntaker_models.contract import (
     Conversation,
     GenerationParameters,
@@ -28,6 +27,7 @@ from turntaker_models.contract import (
     ToolChoice,
     ToolResultPart,
 )
+from turntaker_models.tool_calls import Spoken
 
 
 @dataclass(frozen=True)

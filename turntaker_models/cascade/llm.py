@@ -6,7 +6,7 @@ Decoding is a hand-written loop over the model's forward pass with a KV cache ra
 reaches this stage only through the cancel board, checked before every forward pass).
 
 Function calling (contract `GenerationParameters.tools`), in the Qwen/Hermes format of
-turntaker_models/cascade/tool_calls.py:
+turntaker_models/tool_calls.py:
 - SmolLM2's ChatML template knows no tools: the tools shown (`prompt_tools`: answers.py rule
   1, hiding them under "auto" after a tool's result) go into the system message as signatures
   (`render_tools_system_prompt`). Earlier calls are rendered into their assistant message as
@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from turntaker_models.answers import Answer, Said, shown_tools, turn_ids
-from turntaker_models.cascade.tool_calls import Spoken, render_call, render_tools_system_prompt
 from turntaker_models.contract import (
     AudioPart,
     ContractError,
@@ -52,9 +51,10 @@ from turntaker_models.contract import (
     ToolResultPart,
     ToolSpec,
 )
+from turntaker_models.tool_calls import Spoken, render_call, render_tools_system_prompt
 
 if TYPE_CHECKING:
-    from turntaker_models.cascade.tool_grammar import CallConstraint
+    from turntaker_models.tool_grammar import CallConstraint
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful voice assistant. Your answers are spoken aloud, so answer briefly in "
@@ -256,7 +256,7 @@ class Decoder:
     def __init__(self, model: Any, tokenizer: Any, threads: int, fast_forward: bool = True) -> None:
         import torch
 
-        from turntaker_models.cascade.tool_grammar import ll_tokenizer
+        from turntaker_models.tool_grammar import ll_tokenizer
 
         torch.set_num_threads(threads)
         self._torch = torch
@@ -306,7 +306,7 @@ class Decoder:
         torch = self._torch
         began = time.perf_counter()
         stats = stats if stats is not None else GenerationStats()
-        from turntaker_models.cascade.tool_grammar import call_constraint
+        from turntaker_models.tool_grammar import call_constraint
 
         constraint = call_constraint(self.grammar_tokenizer, params)
         prompt = self.prompt_ids(conversation, transcripts, params)

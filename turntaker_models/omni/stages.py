@@ -10,7 +10,7 @@ Function calling in the thinker (contract `GenerationParameters.tools`):
 - The tools shown (turntaker_models/answers.py rule 1: all of them unless tool_choice is
   "none") go into the prompt as the checkpoint's chat template lays them out (prompt.py).
 - Every generation's tokens go through an `Answer` (turntaker_models/answers.py: detokenizing,
-  the `ToolCallStream` of turntaker_models/cascade/tool_calls.py, the offered functions, the
+  the `ToolCallStream` of turntaker_models/tool_calls.py, the offered functions, the
   tokens whose text was spoken): the spoken text is T_TEXT as before; each call delta goes
   out as its own TEXT message with T_TOOL_CALL (JSON `ToolCallDelta`) and nothing to speak.
   A call to a function the request does not offer, or any call under "none", is dropped and
@@ -53,7 +53,6 @@ import torch
 
 from turntaker_models.answers import Answer, shown_tools, turn_ids
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.cascade.tool_grammar import CallConstraint, call_constraint, ll_tokenizer
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -81,6 +80,7 @@ from turntaker_models.omni.sampling import Cancelled, SamplingConfig
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.thinker import TalkerStart, ThinkerSession
 from turntaker_models.settings import ModelSettings
+from turntaker_models.tool_grammar import CallConstraint, call_constraint, ll_tokenizer
 
 log = logging.getLogger("turntaker.omni")
 

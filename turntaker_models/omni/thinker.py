@@ -20,7 +20,7 @@ Positions: the prefill takes the model's own 3-D mRoPE positions (`get_rope_inde
 image grids and audio lengths; text positions as the first of 4 rows, as
 `_prepare_position_ids_for_generation` builds them); each later step is text + delta.
 
-A `CallConstraint` (turntaker_models/cascade/tool_grammar.py, tool_choice "required"/"function")
+A `CallConstraint` (turntaker_models/tool_grammar.py, tool_choice "required"/"function")
 masks
 the logits of every choice, prefill included, and accepts each chosen token; the tokens its
 grammar forces next (`forced()`) are fed with the chosen one in one forward pass
@@ -44,7 +44,7 @@ from turntaker_models.omni.sampling import (
 )
 
 if TYPE_CHECKING:
-    from turntaker_models.cascade.tool_grammar import CallConstraint
+    from turntaker_models.tool_grammar import CallConstraint
 
 TALKER_FIXED_ROWS = 7
 

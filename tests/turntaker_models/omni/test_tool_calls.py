@@ -22,7 +22,6 @@ from tests.tool_specs import BOUNDED_WEATHER, WEATHER
 from tests.turntaker_models.omni.conftest import Tiny
 from tests.turntaker_models.omni.test_stages import Chain, _reset, open_chain
 from turntaker_models.answers import Answer, Said, special_ids
-from turntaker_models.cascade.tool_grammar import call_constraint
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -42,6 +41,7 @@ from turntaker_models.omni.prompt_journal import read_entries
 from turntaker_models.omni.sampling import SamplingConfig
 from turntaker_models.omni.stages import _Emitter, _ThinkerSender, stop_ids
 from turntaker_models.omni.thinker import ThinkerSession
+from turntaker_models.tool_grammar import call_constraint
 
 ALARM = ToolSpec(
     "set_alarm",
@@ -155,7 +155,7 @@ def test_a_bad_schema_fails_the_request(chain: Chain) -> None:
 
 
 def test_constraint_only_for_forced_choices(tiny: Tiny) -> None:
-    from turntaker_models.cascade.tool_grammar import ll_tokenizer
+    from turntaker_models.tool_grammar import ll_tokenizer
 
     ll = ll_tokenizer(tiny.prompts.tokenizer)
     assert call_constraint(ll, GenerationParameters(tools=[BOUNDED_WEATHER])) is None

@@ -1,4 +1,4 @@
-"""Function calls in streamed text (turntaker_models/cascade/tool_calls.py), on hand-written
+"""Function calls in streamed text (turntaker_models/tool_calls.py), on hand-written
 streams."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turntaker_models.cascade.tool_calls import (
+from turntaker_models.contract import ToolCallDelta, ToolSpec
+from turntaker_models.tool_calls import (
     Spoken,
     ToolCallStream,
     render_call,
     render_tools_system_prompt,
 )
-from turntaker_models.contract import ToolCallDelta, ToolSpec
 
 ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
 CALL = f'<tool_call>\n{{"name": "get_weather", "arguments": {ARGUMENTS}}}\n</tool_call>'

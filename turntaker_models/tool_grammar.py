@@ -1,7 +1,7 @@
 """Constrained decoding of one function call: a grammar from the tools' JSON schemas.
 
 `CallConstraint` forces a generation to be exactly one call in the Qwen/Hermes format that
-turntaker_models/cascade/tool_calls.py reads,
+turntaker_models/tool_calls.py reads,
 
     <tool_call>
     {"name": "<fn>", "arguments": {...}}
@@ -49,8 +49,8 @@ import llguidance
 import llguidance.hf
 import torch
 
-from turntaker_models.cascade.tool_calls import CLOSE_TAG, OPEN_TAG
 from turntaker_models.contract import ContractError, GenerationParameters, ToolSpec
+from turntaker_models.tool_calls import CLOSE_TAG, OPEN_TAG
 
 # What llguidance's JSON compiler is told (merged over a schema's own "x-guidance").
 _JSON_OPTIONS = MappingProxyType(

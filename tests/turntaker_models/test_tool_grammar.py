@@ -1,4 +1,4 @@
-"""Constrained function calls (turntaker_models/cascade/tool_grammar.py) decoded by the real
+"""Constrained function calls (turntaker_models/tool_grammar.py) decoded by the real
 SmolLM2."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from transformers import AutoTokenizer
 
 from turntaker_models.cascade import smollm
 from turntaker_models.cascade.llm import Decoder, GenerationStats, Step
-from turntaker_models.cascade.tool_grammar import CallConstraint
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -23,6 +22,7 @@ from turntaker_models.contract import (
     ToolSpec,
 )
 from turntaker_models.settings import ModelSettings
+from turntaker_models.tool_grammar import CallConstraint
 
 WEATHER_SCHEMA: dict[str, Any] = {
     "type": "object",
