@@ -5,6 +5,7 @@
 // 1. Listeners run synchronously, in the order they subscribed, so that a record taken from
 //    the events sees them in the order the page did them.
 // 2. A listener that throws is reported and skipped: an observer never breaks the page.
+// Node tests it (tests/js/page-parts.test.mjs).
 
 export class Emitter {
   constructor(report = (error) => console.error(error)) {

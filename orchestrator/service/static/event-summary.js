@@ -1,6 +1,6 @@
 // One line of what went over the wire, for the log panel (view.js) and the debug record
 // (debug.js): the same summary for both, so that what a test reads is what a user sees.
-// Pure; node tests it (tests/js/page_parts.test.mjs).
+// Pure; node tests it (tests/js/page-parts.test.mjs).
 //
 // Directions: ">" sent, "<" received and acted on, "~" received and only logged (a replay's
 // duplicate, a resuming socket's provisional session: reconnect.js).

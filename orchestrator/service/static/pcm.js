@@ -1,5 +1,5 @@
 // The wire's audio: base64 of little-endian pcm16 (REALTIME_CONTRACT), to and from the samples
-// the worklets exchange. Pure, so node tests it (tests/js/page_parts.test.mjs).
+// the worklets exchange. Pure, so node tests it (tests/js/page-parts.test.mjs).
 
 // An odd trailing byte (half a sample) is dropped.
 export function b64ToInt16(b64) {

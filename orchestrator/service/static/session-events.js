@@ -2,7 +2,7 @@
 // table. The connection (connection.js) has already sorted the event (reconnect.js: a replay's
 // duplicate or a provisional session's event never gets here). Pure: the page's parts are
 // handed in as `page` = {settings (settings.js), player (player.js), view (view.js)}, so node
-// tests each handler with fakes (tests/js/session_events.test.mjs).
+// tests each handler with fakes (tests/js/session-events.test.mjs).
 //
 // Rules:
 // 1. The page shows, and acts on, the settings the server holds (settings.js).
