@@ -24,59 +24,65 @@ import { dispatch } from "./session-events.js";
 import { Settings } from "./settings.js";
 import { View } from "./view.js";
 
-const emitter = new Emitter();
-const view = new View(document);
-const settings = new Settings();
+// Builds the page in `window` (its document and location); no state outside it.
+function startPage(window) {
+  const { document, location } = window;
+  const emitter = new Emitter();
+  const view = new View(document);
+  const settings = new Settings();
 
-const connection = new Connection({
-  emitter,
-  hooks: {
-    opened: () => view.opened(),
-    live: () => sessionUpdate(),
-    newSession: () => {
-      newConversation();
-      sessionUpdate();
+  const connection = new Connection({
+    emitter,
+    hooks: {
+      opened: () => view.opened(),
+      live: () => sessionUpdate(),
+      newSession: () => {
+        newConversation();
+        sessionUpdate();
+      },
+      event: (event) => dispatch(page, event),
+      status: (text) => view.status("state", text),
+      // The audio stops only here: it plays on through a drop.
+      finished: (text) => {
+        view.closed(text);
+        audio.stop();
+      },
     },
-    event: (event) => dispatch(page, event),
-    status: (text) => view.status("state", text),
-    // The audio stops only here: it plays on through a drop.
-    finished: (text) => {
-      view.closed(text);
-      audio.stop();
-    },
-  },
-});
-const audio = new AudioPipeline({
-  onWorklet: (msg) => player.onWorklet(msg),
-  onChunk: (buffer) => connection.sendAudio(buffer),
-});
-const player = new Player({
-  worklet: audio, view, emitter, sendAck: (event) => connection.sendAck(event),
-});
-const page = { settings, player, view };
+  });
+  const audio = new AudioPipeline({
+    onWorklet: (msg) => player.onWorklet(msg),
+    onChunk: (buffer) => connection.sendAudio(buffer),
+  });
+  const player = new Player({
+    worklet: audio, view, emitter, sendAck: (event) => connection.sendAck(event),
+  });
+  const page = { settings, player, view };
 
-function sessionUpdate() {
-  connection.send(settings.request(view.form()));
-}
-
-// A new session on the same page: the old one's conversation, queued audio and ACKs are gone.
-function newConversation() {
-  view.newConversation();
-  player.reset();
-  audio.renewPlayback();
-}
-
-async function connect() {
-  view.connecting();
-  try {
-    await audio.start();
-  } catch (error) {
-    view.closed("error: " + error.name);
-    return;
+  function sessionUpdate() {
+    connection.send(settings.request(view.form()));
   }
-  connection.open(view.url(), view.key());
+
+  // A new session on the same page: the old one's conversation, queued audio and ACKs are gone.
+  function newConversation() {
+    view.newConversation();
+    player.reset();
+    audio.renewPlayback();
+  }
+
+  async function connect() {
+    view.connecting();
+    try {
+      await audio.start();
+    } catch (error) {
+      view.closed("error: " + error.name);
+      return;
+    }
+    connection.open(view.url(), view.key());
+  }
+
+  emitter.on("wire", ({ dir, event }) => view.log(dir, event));
+  window.turntaker = debugRecord({ emitter, connection, settings, view, audio });
+  view.init(location, { connect, disconnect: () => connection.disconnect(), apply: sessionUpdate });
 }
 
-emitter.on("wire", ({ dir, event }) => view.log(dir, event));
-window.turntaker = debugRecord({ emitter, connection, settings, view, audio });
-view.init(location, { connect, disconnect: () => connection.disconnect(), apply: sessionUpdate });
+startPage(window);
