@@ -1,4 +1,4 @@
-// Unit tests of the page's reconnect-and-resume logic (the same file app.js imports).
+// Unit tests of the page's reconnect-and-resume logic (the same file connection.js imports).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 

@@ -1,0 +1,143 @@
+// The page's side of playback: which response plays, which were cut off, paused or heard to
+// their end, and the playback.ack of each. The samples themselves live in the playback worklet
+// (playback-worklet.js over playback-core.js); this object tells it what to do and hears what
+// it did. Free of the DOM and of Web Audio: the worklet, the view and the ACK's way out are
+// handed in, so node tests it (tests/js/player.test.mjs).
+//
+// Rules:
+// 1. A response is interrupted once: its queued audio is dropped in the worklet and every later
+//    delta of it is discarded, here and there.
+// 2. Only the latest response can be paused; a pause naming another, or one already cut off, is
+//    stale and does nothing. A resume plays on only a response that is paused now.
+// 3. A response is acknowledged once, with what the worklet rendered of it: at the clear of an
+//    interrupted one, at the end of one heard in full.
+// 4. A worklet report can trail the end or the clear it covers: it never undoes that state.
+// 5. Without a worklet (the audio stopped) nothing is queued, paused or resumed; what the page
+//    knows of its responses stays until a new conversation.
+//
+// Emits (for listeners, emitter.js): "interrupt" {rid, trigger}, "pause" {rid}, "resume" {rid},
+// "audio" {rid, samples} (samples handed to the worklet), "worklet" (each worklet message, as
+// it came), "ack" {event, samples}.
+
+import { BoundedSet } from "./playback-core.js";
+import { b64ToInt16 } from "./pcm.js";
+
+export const RATE = 24000;
+const REMEMBERED = 64;
+
+export class Player {
+  // worklet: {live: bool, post(msg, transfer)}; view: {playback(state), played(ms)};
+  // sendAck(event): hands a playback.ack to the connection.
+  constructor({ worklet, view, sendAck, emitter }) {
+    this.worklet = worklet;
+    this.view = view;
+    this.sendAck = sendAck;
+    this.emitter = emitter;
+    // The last worklet report of a response (rule 4 compares with it). It outlives a new
+    // conversation: a report of the old one may still come.
+    this.lastReport = null;
+    this.reset();
+  }
+
+  // A new conversation: nothing of the old one's responses carries over.
+  reset() {
+    this.current = null; // the latest response (response.created)
+    this.items = new Map(); // rid -> its audio item id, for the ACK
+    this.interrupted = new BoundedSet(REMEMBERED);
+    this.heard = new BoundedSet(REMEMBERED); // played to the end and acknowledged
+    this.paused = new BoundedSet(REMEMBERED); // paused now (rule 2)
+  }
+
+  started(rid) {
+    this.current = rid;
+  }
+
+  item(rid, itemId) {
+    this.items.set(rid, itemId);
+    if (this.items.size > REMEMBERED) this.items.delete(this.items.keys().next().value);
+  }
+
+  isInterrupted(rid) {
+    return this.interrupted.has(rid);
+  }
+
+  heardInFull(rid) {
+    return this.heard.has(rid);
+  }
+
+  // A delta of the response's audio (base64 pcm16) to the worklet. Rules 1 and 5.
+  push(rid, itemId, b64) {
+    if (this.interrupted.has(rid) || !this.worklet.live) return;
+    this.items.set(rid, itemId);
+    const samples = b64ToInt16(b64);
+    this.emitter.emit("audio", { rid, samples: samples.length });
+    this.worklet.post({ type: "push", rid, samples: samples.buffer }, [samples.buffer]);
+  }
+
+  // The response's last delta came (response.done, completed).
+  done(rid) {
+    if (!this.interrupted.has(rid) && this.worklet.live) this.worklet.post({ type: "done", rid });
+  }
+
+  // Rule 1; `trigger` names what cut it off.
+  interrupt(rid, trigger) {
+    if (!rid || this.interrupted.has(rid)) return;
+    this.interrupted.add(rid);
+    this.paused.delete(rid); // the clear ends a pause with the kept audio
+    this.emitter.emit("interrupt", { rid, trigger });
+    if (this.worklet.live) this.worklet.post({ type: "clear", rid });
+  }
+
+  // Rule 2.
+  pause(rid) {
+    if (!rid || rid !== this.current || this.interrupted.has(rid) || !this.worklet.live) return;
+    this.paused.add(rid);
+    this.emitter.emit("pause", { rid });
+    this.worklet.post({ type: "pause", rid });
+    this.view.playback("paused");
+  }
+
+  resume(rid) {
+    if (!this.paused.has(rid) || this.interrupted.has(rid) || !this.worklet.live) return;
+    this.paused.delete(rid);
+    this.emitter.emit("resume", { rid });
+    this.worklet.post({ type: "resume", rid });
+    this.view.playback("playing");
+  }
+
+  // What the worklet reports (playback-worklet.js).
+  onWorklet(msg) {
+    this.emitter.emit("worklet", msg);
+    if (msg.type === "stats") {
+      if (msg.rid === null) return;
+      const last = this.lastReport;
+      this.lastReport = { rid: msg.rid, played: msg.played };
+      this.view.played(Math.round(msg.played * 1000 / RATE));
+      if (msg.paused) this.view.playback("paused");
+      else if ((!last || last.rid !== msg.rid || last.played !== msg.played) &&
+               !this.heard.has(msg.rid) && !this.interrupted.has(msg.rid)) {
+        this.view.playback("playing"); // rule 4: only a report that moved says "playing"
+      }
+    } else if (msg.type === "cleared") {
+      this.view.playback("cleared");
+      this.ack(msg.rid, msg.played);
+    } else if (msg.type === "finished") {
+      if (!this.interrupted.has(msg.rid)) {
+        this.view.playback("finished");
+        this.heard.add(msg.rid);
+        this.ack(msg.rid, msg.played);
+      }
+    }
+    // "paused" / "resumed" say where the cursor stood: for listeners only.
+  }
+
+  // Rule 3.
+  ack(rid, playedSamples) {
+    const event = {
+      type: "playback.ack", response_id: rid, played_ms: Math.floor(playedSamples * 1000 / RATE),
+    };
+    if (this.items.has(rid)) event.item_id = this.items.get(rid);
+    this.emitter.emit("ack", { event: { ...event }, samples: playedSamples });
+    this.sendAck(event);
+  }
+}

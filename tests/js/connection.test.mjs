@@ -1,0 +1,285 @@
+// Unit tests of the page's connection (connection.js) over a fake WebSocket and fake timers.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Connection, FAREWELL_MS, RESUME_ANSWER_MS } from "../../orchestrator/service/static/connection.js";
+import { Emitter } from "../../orchestrator/service/static/emitter.js";
+
+class FakeSocket {
+  static OPEN = 1;
+
+  constructor(url, protocols) {
+    this.url = url;
+    this.protocols = protocols;
+    this.readyState = 0;
+    this.sent = [];
+    this.closedWith = null;
+    FakeSocket.made.push(this);
+  }
+
+  send(data) {
+    this.sent.push(JSON.parse(data));
+  }
+
+  close(code, reason) {
+    this.closedWith = [code, reason];
+  }
+
+  // What the network does.
+  open() {
+    this.readyState = 1;
+    this.onopen();
+  }
+
+  receive(event) {
+    this.onmessage({ data: JSON.stringify(event) });
+  }
+
+  lose(code, reason = "") {
+    this.readyState = 3;
+    this.onclose({ code, reason });
+  }
+}
+
+function setup() {
+  FakeSocket.made = [];
+  const clock = { t: 0 };
+  const timers = {
+    pending: new Map(),
+    next: 1,
+    setTimeout(fn, ms) {
+      const id = this.next++;
+      this.pending.set(id, { fn, at: clock.t + ms });
+      return id;
+    },
+    clearTimeout(id) {
+      this.pending.delete(id);
+    },
+    // Runs the earliest timer, moving the clock to it; returns its delay from now.
+    fire() {
+      const [id, { fn, at }] = [...this.pending].sort((a, b) => a[1].at - b[1].at)[0];
+      this.pending.delete(id);
+      const waited = at - clock.t;
+      clock.t = at;
+      fn();
+      return waited;
+    },
+  };
+  const calls = [];
+  const hooks = {};
+  for (const name of ["opened", "live", "newSession", "event", "status", "finished"]) {
+    hooks[name] = (arg) => calls.push(arg === undefined ? [name] : [name, arg]);
+  }
+  const emitter = new Emitter((e) => { throw e; });
+  const emitted = [];
+  for (const type of ["wire", "session-start", "lost", "retry", "reconnected", "farewell", "farewell-answer"]) {
+    emitter.on(type, (detail) => emitted.push([type, detail]));
+  }
+  const connection = new Connection({ hooks, emitter, WebSocket: FakeSocket, timers, now: () => clock.t });
+  connection.backoffOptions = { jitter: 0 };
+  return { connection, timers, calls, emitted, clock };
+}
+
+const created = (seq, id = "sess_A", token = "tok_A") => ({
+  type: "session.created", server_event_seq: seq, session: { id }, resume_token: token,
+});
+
+// A live session: connected, session.created (seq 1) processed.
+function live() {
+  const s = setup();
+  s.connection.open("ws://h/v1/realtime?session_id=old", "sk-1");
+  const [sock] = FakeSocket.made;
+  sock.open();
+  sock.receive(created(1));
+  return { ...s, sock };
+}
+
+test("a first connection: a fresh URL, the key in a subprotocol, the session.update when open", () => {
+  const { connection, calls, emitted, sock } = live();
+  assert.equal(sock.url, "ws://h/v1/realtime");
+  assert.deepEqual(sock.protocols, ["realtime", "openai-insecure-api-key.sk-1"]);
+  assert.deepEqual(calls.slice(0, 3), [["opened"], ["status", "connected"], ["live"]]);
+  assert.deepEqual(calls[3], ["event", created(1)]);
+  assert.deepEqual(emitted[0], ["session-start", {}]);
+  assert.deepEqual(emitted[1], ["wire", { dir: "<", event: created(1) }]);
+  assert.equal(connection.link.sessionId, "sess_A");
+});
+
+test("a URL that is no URL ends the connection at once, saying why", () => {
+  const { connection, calls } = setup();
+  connection.open("not a url", "");
+  assert.deepEqual(calls, [["finished", "error: TypeError"]]);
+});
+
+test("rule 1: a socket given up on is not heard", () => {
+  const { connection, timers, calls, sock } = live();
+  sock.lose(1006);
+  timers.fire();
+  const [, second] = FakeSocket.made;
+  const before = calls.length;
+  sock.receive({ type: "response.created", server_event_seq: 2, response: { id: "r1" } });
+  sock.lose(1000);
+  assert.equal(calls.length, before);
+  assert.equal(connection.ws, second);
+});
+
+test("rule 2: while down or resuming nothing goes out but session.resume; mic audio is dropped", () => {
+  const { connection, timers, sock } = live();
+  connection.sendAudio(new Int16Array(4).buffer);
+  assert.equal(sock.sent.at(-1).type, "input_audio_buffer.append");
+  sock.lose(1006);
+  assert.equal(connection.send({ type: "session.update" }), false);
+  timers.fire();
+  const second = FakeSocket.made[1];
+  second.open();
+  connection.sendAudio(new Int16Array(4).buffer);
+  assert.equal(connection.send({ type: "session.update" }), false);
+  assert.deepEqual(second.sent, [{
+    type: "session.resume", session_id: "sess_A", resume_token: "tok_A", last_server_event_seq: 1,
+  }]);
+  assert.equal(second.url, "ws://h/v1/realtime?session_id=sess_A");
+});
+
+test("rule 3: an ACK made while down goes out once resumed, the latest per response", () => {
+  const { connection, timers, calls, emitted, sock } = live();
+  sock.lose(1006);
+  connection.sendAck({ type: "playback.ack", response_id: "r1", played_ms: 100 });
+  connection.sendAck({ type: "playback.ack", response_id: "r1", played_ms: 200 });
+  timers.fire();
+  const second = FakeSocket.made[1];
+  second.open();
+  second.receive({ type: "session.resumed", session_id: "sess_A", resume_token: "tok_A2", replayed_from_seq: 2 });
+  assert.deepEqual(second.sent.slice(1), [
+    { type: "playback.ack", response_id: "r1", played_ms: 200 },
+    { type: "session.event_ack", server_event_seq: 1 },
+  ]);
+  assert.ok(calls.some((c) => c[0] === "status" && c[1] === "connected (resumed)"));
+  assert.deepEqual(emitted.filter(([t]) => t === "reconnected"),
+    [["reconnected", { outcome: "resumed", replayedFrom: 2 }]]);
+  assert.deepEqual(emitted.filter(([t]) => t === "lost"), [["lost", { code: 1006, lastSeq: 1 }]]);
+  assert.equal(emitted.filter(([t]) => t === "retry").length, 1);
+});
+
+test("rule 4: a normal close, a refusal, a takeover and a session without resume are final", () => {
+  for (const [code, reason, status] of [
+    [1000, "", "disconnected"],
+    [1008, "invalid API key", "disconnected (1008: invalid API key)"],
+  ]) {
+    const { calls, sock } = live();
+    sock.lose(code, reason);
+    assert.deepEqual(calls.at(-1), ["finished", status]);
+    assert.equal(FakeSocket.made.length, 1, "no second dial");
+  }
+  const taken = live();
+  taken.sock.receive({ type: "error", error: { code: "session_replaced" } });
+  taken.sock.lose(1000);
+  assert.deepEqual(taken.calls.at(-1), ["finished", "disconnected (session taken over by another connection)"]);
+  // No token announced: nothing to resume.
+  const { connection, calls } = setup();
+  connection.open("ws://h/v1/realtime", "");
+  FakeSocket.made[0].open();
+  FakeSocket.made[0].receive({ type: "session.created", session: { id: "s" } });
+  FakeSocket.made[0].lose(1006, "");
+  assert.deepEqual(calls.at(-1), ["finished", "disconnected (1006)"]);
+  // 1005 (no status) reads as a plain disconnect, when final.
+  const plain = setup();
+  plain.connection.open("ws://h/v1/realtime", "");
+  FakeSocket.made[0].lose(1005, "");
+  assert.deepEqual(plain.calls.at(-1), ["finished", "disconnected"]);
+});
+
+test("rule 4: a loss is retried with backoff, and given up past the grace", () => {
+  const { connection, timers, calls } = live();
+  connection.backoffOptions = { jitter: 0, giveUpMs: 2000 };
+  FakeSocket.made[0].lose(1006);
+  assert.deepEqual(calls.at(-1), ["status", "reconnecting…"]);
+  const waits = [];
+  while (calls.at(-1)[0] !== "finished") {
+    waits.push(timers.fire());
+    FakeSocket.made.at(-1).lose(1006); // refused
+  }
+  assert.deepEqual(waits, [250, 500, 1000]);
+  assert.deepEqual(calls.at(-1), ["finished", "disconnected (gave up reconnecting)"]);
+  assert.equal(timers.pending.size, 0);
+});
+
+test("rule 5: a resume unanswered is given up on that socket", () => {
+  const { timers } = live();
+  FakeSocket.made[0].lose(1006);
+  timers.fire();
+  const second = FakeSocket.made[1];
+  second.open();
+  assert.equal(timers.fire(), RESUME_ANSWER_MS);
+  assert.deepEqual(second.closedWith, [4000, "session.resume unanswered"]);
+});
+
+test("a failed resume goes on as a new session, started afresh", () => {
+  const { connection, timers, calls, emitted } = live();
+  connection.sendAck({ type: "playback.ack", response_id: "r0", played_ms: 1 }); // sent live
+  FakeSocket.made[0].lose(1006);
+  connection.sendAck({ type: "playback.ack", response_id: "r1", played_ms: 1 });
+  timers.fire();
+  const second = FakeSocket.made[1];
+  second.open();
+  second.receive(created(1, "sess_B", "tok_B"));
+  calls.length = 0;
+  emitted.length = 0;
+  second.receive({ type: "error", error: { code: "session_resume_failed" } });
+  assert.deepEqual(calls.map((c) => c[0]), ["newSession", "event", "event", "status"]);
+  assert.deepEqual(calls.at(-1), ["status", "connected (new session: resume failed)"]);
+  assert.equal(emitted[0][0], "session-start");
+  assert.equal(connection.link.sessionId, "sess_B");
+  assert.ok(!second.sent.some((e) => e.type === "playback.ack"), "the old session's ACK is gone");
+});
+
+test("rule 6: Disconnect closes a live socket with 1000", () => {
+  const { connection, calls, sock } = live();
+  connection.disconnect();
+  assert.deepEqual(sock.closedWith, [1000, undefined]);
+  sock.lose(1000);
+  assert.deepEqual(calls.at(-1), ["finished", "disconnected"]);
+});
+
+test("rule 6: Disconnect while down ends the session on a socket of its own", () => {
+  const { connection, calls, emitted, timers } = live();
+  FakeSocket.made[0].lose(1006);
+  connection.disconnect();
+  assert.deepEqual(calls.at(-1), ["finished", "disconnected"]);
+  const farewell = FakeSocket.made[1];
+  assert.equal(farewell.url, "ws://h/v1/realtime?session_id=sess_A");
+  farewell.open();
+  assert.deepEqual(farewell.sent, [{
+    type: "session.resume", session_id: "sess_A", resume_token: "tok_A", last_server_event_seq: 1,
+  }]);
+  farewell.receive(created(1, "sess_C", "tok_C")); // its provisional session: not the answer
+  assert.equal(farewell.closedWith, null);
+  farewell.receive({ type: "session.resumed", session_id: "sess_A", resume_token: "tok_A2" });
+  assert.deepEqual(farewell.closedWith, [1000, undefined]);
+  assert.deepEqual(emitted.filter(([t]) => t.startsWith("farewell")),
+    [["farewell", {}], ["farewell-answer", { outcome: "ended", token: "tok_A2" }]]);
+  farewell.lose(1000);
+  assert.equal(timers.pending.size, 0);
+  assert.equal(FakeSocket.made.length, 2, "no redial after Disconnect");
+});
+
+test("rule 6: the farewell socket gives up waiting after FAREWELL_MS", () => {
+  const { connection, timers } = live();
+  FakeSocket.made[0].lose(1006);
+  connection.disconnect();
+  const farewell = FakeSocket.made[1];
+  farewell.open();
+  assert.equal(timers.fire(), FAREWELL_MS);
+  assert.deepEqual(farewell.closedWith, [1000, undefined]);
+});
+
+test("the wire: what is sent and processed is emitted, mic audio is not", () => {
+  const { connection, emitted, sock } = live();
+  emitted.length = 0;
+  connection.sendAudio(new Int16Array(2).buffer);
+  connection.send({ type: "session.update" });
+  sock.receive({ ...created(1) }); // a duplicate: only logged
+  assert.deepEqual(emitted, [
+    ["wire", { dir: ">", event: { type: "session.update" } }],
+    ["wire", { dir: "~", event: created(1) }],
+  ]);
+});

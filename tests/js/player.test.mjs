@@ -1,0 +1,152 @@
+// Unit tests of the page's side of playback (player.js), over a fake worklet and view.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Emitter } from "../../orchestrator/service/static/emitter.js";
+import { bytesToB64 } from "../../orchestrator/service/static/pcm.js";
+import { Player } from "../../orchestrator/service/static/player.js";
+
+function setup() {
+  const worklet = { live: true, posted: [], post(msg) { this.posted.push(msg); } };
+  const view = {
+    states: [], playedMs: null,
+    playback(s) { this.states.push(s); },
+    played(ms) { this.playedMs = ms; },
+  };
+  const sent = [];
+  const emitter = new Emitter((e) => { throw e; });
+  const emitted = [];
+  for (const type of ["interrupt", "pause", "resume", "audio", "worklet", "ack"]) {
+    emitter.on(type, (detail) => emitted.push([type, detail]));
+  }
+  const player = new Player({ worklet, view, emitter, sendAck: (e) => sent.push(e) });
+  return { player, worklet, view, sent, emitted };
+}
+
+const delta = (n) => bytesToB64(new Int16Array(n).buffer);
+const types = (worklet) => worklet.posted.map((m) => m.type);
+
+test("rule 1: an interrupted response is cleared once and its later deltas are discarded", () => {
+  const { player, worklet, emitted } = setup();
+  player.started("r1");
+  player.push("r1", "item_1", delta(480));
+  player.interrupt("r1", "speech_started");
+  player.interrupt("r1", "output_audio_buffer.cleared");
+  player.push("r1", "item_1", delta(480));
+  player.done("r1");
+  assert.deepEqual(types(worklet), ["push", "clear"]);
+  assert.equal(worklet.posted[0].samples.byteLength, 960);
+  assert.deepEqual(emitted.filter(([t]) => t === "interrupt").map(([, d]) => d),
+    [{ rid: "r1", trigger: "speech_started" }]);
+  assert.deepEqual(emitted.filter(([t]) => t === "audio").map(([, d]) => d),
+    [{ rid: "r1", samples: 480 }]);
+  assert.ok(player.isInterrupted("r1"));
+});
+
+test("rule 1: an interrupt without a response id does nothing", () => {
+  const { player, worklet, emitted } = setup();
+  player.interrupt(undefined, "speech_started");
+  assert.deepEqual(worklet.posted, []);
+  assert.deepEqual(emitted, []);
+});
+
+test("rule 2: only the latest response can be paused, and not once cut off", () => {
+  const { player, worklet, view } = setup();
+  player.started("r2");
+  player.pause("r1"); // stale: not the latest
+  assert.deepEqual(worklet.posted, []);
+  player.interrupt("r2", "speech_started");
+  player.pause("r2");
+  assert.deepEqual(types(worklet), ["clear"]);
+  assert.deepEqual(view.states, []);
+});
+
+test("rule 2: a resume plays on only a response paused now", () => {
+  const { player, worklet, view, emitted } = setup();
+  player.started("r1");
+  player.resume("r1"); // never paused
+  player.pause("r1");
+  player.resume("r1");
+  player.resume("r1"); // already resumed
+  assert.deepEqual(types(worklet), ["pause", "resume"]);
+  assert.deepEqual(view.states, ["paused", "playing"]);
+  assert.deepEqual(emitted.map(([t]) => t), ["pause", "resume"]);
+  // Paused again after a resume: a new pause.
+  player.pause("r1");
+  player.interrupt("r1", "output_audio_buffer.cleared");
+  player.resume("r1"); // the clear ended the pause
+  assert.deepEqual(types(worklet), ["pause", "resume", "pause", "clear"]);
+});
+
+test("rule 3: the ACK of a cleared response says what the worklet rendered, with its item", () => {
+  const { player, sent, view, emitted } = setup();
+  player.started("r1");
+  player.item("r1", "item_9");
+  player.interrupt("r1", "speech_started");
+  player.onWorklet({ type: "cleared", rid: "r1", played: 12000, dropped: 100 });
+  assert.deepEqual(sent, [{ type: "playback.ack", response_id: "r1", played_ms: 500, item_id: "item_9" }]);
+  assert.deepEqual(view.states, ["cleared"]);
+  const [, ack] = emitted.find(([t]) => t === "ack");
+  assert.deepEqual(ack, { event: sent[0], samples: 12000 });
+});
+
+test("rule 3: a response heard in full is acknowledged once at its end; not if cut off", () => {
+  const { player, sent, view } = setup();
+  player.started("r1");
+  player.push("r1", "item_1", delta(100));
+  player.onWorklet({ type: "finished", rid: "r1", played: 24001 });
+  assert.deepEqual(sent, [{ type: "playback.ack", response_id: "r1", played_ms: 1000, item_id: "item_1" }]);
+  assert.ok(player.heardInFull("r1"));
+  assert.deepEqual(view.states, ["finished"]);
+  player.interrupt("r2", "response.done");
+  player.onWorklet({ type: "finished", rid: "r2", played: 10 });
+  assert.equal(sent.length, 1);
+});
+
+test("rule 4: a worklet report that trails the end or the clear does not say playing", () => {
+  const { player, view } = setup();
+  player.onWorklet({ type: "stats", rid: "r1", played: 2400, paused: false });
+  player.onWorklet({ type: "stats", rid: "r1", played: 2400, paused: false }); // stood still
+  player.onWorklet({ type: "stats", rid: "r1", played: 4800, paused: true });
+  player.onWorklet({ type: "finished", rid: "r1", played: 4800 });
+  player.onWorklet({ type: "stats", rid: "r1", played: 9600, paused: false }); // trails the end
+  player.interrupt("r2", "speech_started");
+  player.onWorklet({ type: "stats", rid: "r2", played: 100, paused: false }); // trails the clear
+  player.onWorklet({ type: "stats", rid: null, played: 0, paused: false }); // nothing playing
+  assert.deepEqual(view.states, ["playing", "paused", "finished"]);
+  assert.equal(view.playedMs, 4); // the last report with a response: 100 samples
+});
+
+test("rule 5: without a worklet nothing is queued, paused or resumed", () => {
+  const { player, worklet, emitted } = setup();
+  worklet.live = false;
+  player.started("r1");
+  player.push("r1", "item_1", delta(10));
+  player.pause("r1");
+  player.done("r1");
+  player.interrupt("r1", "speech_started");
+  assert.deepEqual(worklet.posted, []);
+  assert.ok(player.isInterrupted("r1"), "still known as cut off");
+  assert.deepEqual(emitted.map(([t]) => t), ["interrupt"]);
+});
+
+test("a new conversation forgets the old one's responses", () => {
+  const { player } = setup();
+  player.started("r1");
+  player.interrupt("r1", "speech_started");
+  player.onWorklet({ type: "finished", rid: "r0", played: 1 });
+  player.reset();
+  assert.equal(player.current, null);
+  assert.ok(!player.isInterrupted("r1") && !player.heardInFull("r0"));
+});
+
+test("the remembered responses are bounded", () => {
+  const { player } = setup();
+  for (let i = 0; i < 100; i++) {
+    player.item(`r${i}`, `item_${i}`);
+    player.interrupt(`r${i}`, "speech_started");
+  }
+  assert.equal(player.items.size, 64);
+  assert.equal(player.interrupted.size, 64);
+  assert.ok(!player.isInterrupted("r0") && player.isInterrupted("r99"));
+});
