@@ -260,7 +260,9 @@ async def _carry(state: AppState, ws: WebSocket, connection: Connection) -> None
             code, reason = connection.end.code, connection.end.reason
     except Exception:
         # A bug, not the client's doing: say so with 1011 rather than a silent close.
-        log.exception("connection of %s failed", connection.actor and connection.actor.session_id)
+        log.exception(
+            "connection of %s failed", connection.session and connection.session.session_id
+        )
         code, reason = 1011, "internal error; the connection was closed"
     finally:
         # hypercorn reports 1006 for a close the client starts without a frame; the server's
