@@ -1,7 +1,7 @@
 """The ASGI app: `/v1/realtime` (docs/protocol.md), `/healthz`, `/readyz`, `/metrics`.
 
 A thin I/O layer in the h11/wsproto manner: it moves WebSocket messages between the socket and
-a connection (connection.py), whose session lives in the host (session_host.py), and knows
+a connection (sessions/connection.py), whose session lives in the host (sessions/host.py), and knows
 nothing of the protocol beyond text frames. The message limits and close codes under it are
 ws_transport.py's.
 """
@@ -260,7 +260,9 @@ async def _carry(state: AppState, ws: WebSocket, connection: Connection) -> None
             code, reason = connection.end.code, connection.end.reason
     except Exception:
         # A bug, not the client's doing: say so with 1011 rather than a silent close.
-        log.exception("connection of %s failed", connection.actor and connection.actor.session_id)
+        log.exception(
+            "connection of %s failed", connection.session and connection.session.session_id
+        )
         code, reason = 1011, "internal error; the connection was closed"
     finally:
         # hypercorn reports 1006 for a close the client starts without a frame; the server's

@@ -3,7 +3,7 @@
 The session actor carries each out and reports back through a core input; it decides nothing.
 Actions of one core step are carried out before that step's server events are queued, so a
 backend is cancelled before the client hears `output_audio_buffer.cleared` (rule 1), and an
-`EndSession` takes effect after the events decided with it went out.
+`SessionEnd` takes effect after the events decided with it went out.
 
 `StartBackend` and `CancelBackend` are the response chart's own effects (statecharts/effects.py)
 handed on unchanged: one vocabulary from chart to actor.
@@ -28,6 +28,8 @@ __all__ = [
     "EndSession",
     "InferenceRequest",
     "PredictTurn",
+    "SessionEnd",
+    "SessionEndCause",
     "StartBackend",
     "Transcribe",
 ]
@@ -98,14 +100,34 @@ class CancelTimer:
     kind: TimerKind
 
 
+# Why a session (or, for `session_replaced`, one of its connections) ends: the metrics label.
+SessionEndCause = Literal[
+    "server_shutting_down",
+    "session_expired",
+    "session_replaced",
+    "client_not_reading",
+    "grace_expired",
+    "journal_overflow",
+    "internal_error",
+]
+
+
 @dataclass(frozen=True, slots=True)
-class EndSession:
-    """Close the connection once this step's events are out: the WebSocket code and reason,
-    and the metrics label."""
+class SessionEnd:
+    """How a session ends, the one type for it: the WebSocket close code and reason, and the
+    metrics label. Chosen only by orchestrator/session/ending.py. As an action: close the
+    connection once this step's events are out."""
 
     code: int
     reason: str
-    cause: str
+    cause: SessionEndCause
+    # False when there is nothing to flush to (a client that stopped reading, or none): the
+    # connection is cut, not flushed.
+    flush: bool = True
+
+
+# The action's name in the core's list (fuzzing/ and the core's tests use it): the same type.
+EndSession = SessionEnd
 
 
 Action = (
@@ -116,5 +138,5 @@ Action = (
     | PredictTurn
     | ArmTimer
     | CancelTimer
-    | EndSession
+    | SessionEnd
 )

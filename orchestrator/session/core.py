@@ -6,7 +6,7 @@ feeds it typed inputs (client events parsed at the edge, VAD probabilities, back
 transcripts, timer expiries, a close request) through `handle`, each with the caller's clock
 (`now_ms`), and carries out what comes back: a `Step` of server events to send and actions to
 perform (`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `PredictTurn`,
-`ArmTimer`, `CancelTimer`, `EndSession`), kept apart, and notes for metrics. No clock, no
+`ArmTimer`, `CancelTimer`, `SessionEnd`), kept apart, and notes for metrics. No clock, no
 socket, no task lives here, so every interleaving can be driven in memory by a test. The I/O
 layer reads nothing else of it but `input_format` (to parse appends at the edge).
 
@@ -41,10 +41,10 @@ from orchestrator.protocol.session_config import (
     RetentionRatio,
     SemanticVad,
 )
+from orchestrator.session import ending
 from orchestrator.session.actions import (
     CancelBackend,
     CancelTimer,
-    EndSession,
     InferenceRequest,
 )
 from orchestrator.session.audio import OutputAudio
@@ -58,7 +58,6 @@ from orchestrator.session.core_types import (
     CoreInput,
     Step,
 )
-from orchestrator.session.envelope import duration_words
 from orchestrator.session.history import conversation as conv
 from orchestrator.session.inputs import (
     BackendAudio,
@@ -274,11 +273,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         """The generating response gets its terminal (cancelled) and the client the reason."""
         self._run_session("close")
         self._events.append(self.env.closing(request))
-        if request.reason == "server_shutting_down":
-            self._actions.append(EndSession(1001, "server is shutting down", request.reason))
-        else:
-            limit = duration_words(request.max_session_s)
-            self._actions.append(EndSession(1000, f"session expired after {limit}", request.reason))
+        self._actions.append(ending.closing(request))
 
     # Responses ------------------------------------------------------------------------
     def _create_response(

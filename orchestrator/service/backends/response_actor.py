@@ -3,9 +3,10 @@
 It places the response on a healthy endpoint, opens the stream, turns each streamed chunk into
 a typed backend event tagged with the response's fence number, and posts it to the session's
 mailbox, where the core (and the response's chart in it) decides what reaches the client.
-A chunk's function call piece (`PipelineChunk.tool_call`) is posted as `BackendToolCall`, after
-the chunk's text and audio and after any text still held for audio (once a call starts nothing
-more is spoken, so none will come); it counts as an output token like a text piece.
+Which text rides with which audio is rule 5's alignment (orchestrator/session/history/
+alignment.py): this actor posts what it says. A chunk's function call piece
+(`PipelineChunk.tool_call`) is posted as `BackendToolCall`, after the chunk's text and audio;
+it counts as an output token like a text piece.
 Cancelling it (barge-in, `response.cancel`, session end) writes the request id on that
 endpoint's cancel board and cancels the gRPC stream, so every pipeline stage stops; output
 that was already in flight is dropped by the fence in the core.
@@ -24,6 +25,7 @@ import trio
 from orchestrator.service.backends.endpoints import Endpoint, EndpointPool, NoHealthyEndpoint
 from orchestrator.service.backends.requests import DecodedAudio, pipeline_request
 from orchestrator.session.actions import StartBackend
+from orchestrator.session.history.alignment import TextAlignment
 from orchestrator.session.inputs import (
     BackendAudio,
     BackendDone,
@@ -117,9 +119,8 @@ class ResponseActor:
             audio_with_transcript=self._audio_with_transcript,
             decoded=self._decoded,
         )
-        audio_mode = request.parameters.audio
+        align = TextAlignment(audio=request.parameters.audio, aligned=self.services.text_aligned)
         tokens = 0
-        pending_text: list[str] = []
         with self.services.pool.lease(endpoint):
             try:
                 async with open_pipeline_stream(
@@ -132,29 +133,23 @@ class ResponseActor:
                             if chunk is None:
                                 return  # failed; leaving writes the board and stops the stream
                             first = False
+                            # Which text goes with which audio: rule 5's alignment.
                             if chunk.text:
                                 tokens += 1
-                                if audio_mode and self.services.text_aligned:
-                                    # Text rides with the chunk where its audio ends (the
-                                    # pipeline contract): held for the next audio chunk, so
-                                    # the ledger knows which text was heard with which audio.
-                                    pending_text.append(chunk.text)
-                                else:
-                                    await self._post(BackendText(rid, seq, chunk.text))
+                                if (alone := align.text(chunk.text)) is not None:
+                                    await self._post(BackendText(rid, seq, alone))
                             if chunk.audio.size:
-                                text = "".join(pending_text)
-                                pending_text.clear()
-                                await self._post(BackendAudio(rid, seq, pcm16(chunk.audio), text))
+                                heard = align.audio()
+                                await self._post(BackendAudio(rid, seq, pcm16(chunk.audio), heard))
                             if (call := chunk.tool_call) is not None:
                                 tokens += 1
-                                if pending_text:
-                                    await self._post(BackendText(rid, seq, "".join(pending_text)))
-                                    pending_text.clear()
+                                if held := align.flush():
+                                    await self._post(BackendText(rid, seq, held))
                                 piece = BackendToolCall(rid, seq, call.name, call.arguments)
                                 await self._post(piece)
                             if chunk.final:
-                                if pending_text:
-                                    await self._post(BackendText(rid, seq, "".join(pending_text)))
+                                if held := align.flush():
+                                    await self._post(BackendText(rid, seq, held))
                                 await self._post(BackendDone(rid, seq, output_tokens=tokens))
                                 return
                     if streaming.cancelled_caught:

@@ -1,65 +1,78 @@
 """A client connection's side of a session: the session it carries, its outbox, its end.
 
 Plumbing between the socket pumps (app.py) and a session actor. Rules:
-- A connection carries one session at a time (`actor`). A successful `session.resume` moves
-  it to the resumed session, and the provisional session it opened is discarded
-  (session_host.py); the decision is the resumed session's link's
-  (orchestrator/session/resume/link.py).
-- Only a connection's first client event may be `session.resume`; a later one fails with
-  `not_first`, and the connection goes on as it was.
+- A connection carries one session at a time (`session`). A successful `session.resume`
+  moves it to the resumed session, and the provisional session it opened is discarded
+  (host.py); the decision is the resumed session's link's (orchestrator/session/resume/link.py).
+- Every `session.resume` goes to the connection's resume handler (the host), with whether it
+  is the connection's first client event: the handler alone judges it (`not_first` too). The
+  rest goes to the session.
 - The server is done with a connection when it is `close`d: its session ended (the code and
-  reason of `end`), or another connection took its session over (`session_replaced`, then
-  1000). The client is done with it when the socket is gone (`peer_gone`, with the client's
-  close code): only then is the session told, and only if this is still its connection.
+  reason of `end`, chosen by orchestrator/session/ending.py), or another connection took its
+  session over. The client is done with it when the socket is gone (`peer_gone`, with the
+  client's close code): only then is the session told, and only if this is still its
+  connection.
 - `finished` is set by either; the I/O layer then flushes and closes the socket.
+
+It knows its session only as `CarriedSession` (below), so it imports no actor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from orchestrator.protocol import client as ce
+from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.sessions.outbox import Item, Outbox
-from orchestrator.session.resume.link import ResumeFailed, resume_failed
-
-if TYPE_CHECKING:
-    from orchestrator.service.sessions.actor import SessionActor
-
-# Hands a connection's resume to whoever knows every session (session_host.py), with whether
-# it is the connection's first client event.
-ResumeHandler = Callable[["Connection", ce.SessionResume, bool], ResumeFailed | None]
+from orchestrator.session.actions import SessionEnd
+from orchestrator.session.resume.link import ResumeFailed, SessionLink
 
 # RFC 6455: the one close code that ends a session at once (docs/protocol.md).
 NORMAL_CLOSURE = 1000
 
 
-@dataclass(frozen=True)
-class SessionEnd:
-    """Why the server ended a session or a connection: the WebSocket close code and reason."""
+class CarriedSession(Protocol):
+    """What a connection (and the host, for a resume) needs of the session it carries."""
 
-    code: int
-    reason: str
-    # The metrics label.
-    cause: str
-    # False when the client stopped reading: what is still queued would never be taken, so
-    # the connection is cut instead of flushed.
-    flush: bool = True
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def link(self) -> SessionLink: ...
+
+    def decode(self, data: str | bytes) -> ce.ClientEvent | ce.LinkEvent | ProtocolError: ...
+
+    async def deliver(self, event: ce.ClientEvent | ce.LinkEvent | ProtocolError) -> None: ...
+
+    def delivered(self, connection: Connection, seq: int) -> None: ...
+
+    def connection_lost(self, connection: Connection, *, clean: bool) -> None: ...
+
+    async def say_resume_failed(
+        self, connection: Connection, failed: ResumeFailed, event_id: str | None
+    ) -> None: ...
+
+    def discard(self) -> None: ...
+
+
+# Judges a connection's resume (host.py): the request, and whether it is the connection's
+# first client event; None when honoured.
+ResumeHandler = Callable[["Connection", ce.SessionResume, bool], ResumeFailed | None]
 
 
 class Connection:
     @classmethod
-    def bounded(cls, config: ServiceConfig, resume: ResumeHandler | None = None) -> Connection:
+    def bounded(cls, config: ServiceConfig, resume: ResumeHandler) -> Connection:
         """A connection whose outbox has the configured bounds (`send_queue`, `_bytes`)."""
         return cls(Outbox(config.send_queue, config.send_queue_bytes), resume)
 
-    def __init__(self, outbox: Outbox, resume: ResumeHandler | None = None) -> None:
+    def __init__(self, outbox: Outbox, resume: ResumeHandler) -> None:
         self.outbox = outbox
-        self.actor: SessionActor | None = None
+        self.session: CarriedSession | None = None
         self.first = True
         self.end: SessionEnd | None = None
         # The client's close code, once the socket is gone from its side.
@@ -69,25 +82,22 @@ class Connection:
 
     async def receive(self, data: str | bytes) -> None:
         """One WebSocket message from the client: a resume here, the rest to the session."""
-        actor = self.actor
-        if actor is None or self.finished.is_set():
+        session = self.session
+        if session is None or self.finished.is_set():
             return
-        event = actor.decode(data)
+        event = session.decode(data)
         first, self.first = self.first, False
         if isinstance(event, ce.SessionResume):
-            if self._resume is None:
-                failed: ResumeFailed | None = resume_failed("not_first")
-            else:
-                failed = self._resume(self, event, first)
-            if failed is not None and self.actor is not None:
-                await self.actor.say_resume_failed(self, failed, event.event_id)
+            failed = self._resume(self, event, first)
+            if failed is not None and self.session is not None:
+                await self.session.say_resume_failed(self, failed, event.event_id)
             return
-        await actor.deliver(event)
+        await session.deliver(event)
 
     def sent(self, item: Item) -> None:
         """The socket took `item`: the session's link learns what its client was sent."""
-        if item[0] and self.actor is not None:
-            self.actor.delivered(self, item[0])
+        if item[0] and self.session is not None:
+            self.session.delivered(self, item[0])
 
     def close(
         self, end: SessionEnd | None, *, discard: bool = False, last: Item | None = None
@@ -106,5 +116,5 @@ class Connection:
         # Nothing more reaches this client: a write waiting for room gives up at once.
         self.outbox.close(discard=True)
         self.finished.set()
-        if self.actor is not None:
-            self.actor.connection_lost(self, clean=code == NORMAL_CLOSURE)
+        if self.session is not None:
+            self.session.connection_lost(self, clean=code == NORMAL_CLOSURE)

@@ -4,8 +4,9 @@ Rules (docs/protocol.md "Session resume"):
 - A session outlives its connection: it runs in the host's nursery, not in a connection's
   handler, so a lost socket leaves it running for its grace. Its lease (the API key's session
   slot), its registry entry and its metrics go with the session's end, not the socket's.
-- A `session.resume` is looked up here by session id and judged by that session's link; an
-  id unknown here reads the same as a wrong token (session_link.refuse_unknown). A resume
+- Every `session.resume` is judged here, once: one that is not its connection's first client
+  event fails with `not_first`; the rest are looked up by session id and judged by that
+  session's link; an id unknown here reads the same as a wrong token (link.refuse_unknown). A resume
   honoured moves the connection to the resumed session and discards the provisional session
   the connection had opened: nothing of it is ever heard of again.
 - When a session ends while a connection carries it, that connection is closed with the
@@ -71,9 +72,9 @@ class SessionHost:
             session_id,
             self.config,
             self.services,
+            connection,
             append_budget=append_budget,
             identity=identity,
-            connection=connection,
         )
         self.sessions[session_id] = actor
         self.empty = trio.Event()
@@ -104,7 +105,7 @@ class SessionHost:
         self, connection: Connection, request: ce.SessionResume, first: bool
     ) -> ResumeFailed | None:
         """A connection asks to resume `request.session_id` (`first`: as its first event)."""
-        provisional = connection.actor
+        provisional = connection.session
         assert provisional is not None
         target = self.sessions.get(request.session_id)
         if not first:

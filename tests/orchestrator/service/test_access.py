@@ -32,8 +32,8 @@ from orchestrator.service.backends.endpoints import EndpointPool
 from orchestrator.service.backends.response_actor import ResponseServices
 from orchestrator.service.config import ServiceConfig, load_config
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.sessions.actor import SessionActor
 from orchestrator.service.sessions.services import SessionServices
+from tests.orchestrator.service.sessions.in_memory import in_memory_session
 
 
 class FakeClock:
@@ -377,11 +377,11 @@ async def test_an_append_over_the_budget_gets_an_error_and_the_session_goes_on()
         charged.append(nbytes)
         return len(charged) != 2  # the second append is over the limit
 
-    actor = SessionActor("sess_rate", ServiceConfig(), services, append_budget=budget)
+    actor, client = in_memory_session("sess_rate", ServiceConfig(), services, append_budget=budget)
     seen: list[dict[str, Any]] = []
 
     async def read() -> None:
-        async for text in actor.outgoing:
+        async for text in client:
             seen.append(json.loads(text))
 
     audio = base64.b64encode(bytes(4800)).decode()  # 100 ms of pcm16 at 24 kHz
@@ -391,11 +391,11 @@ async def test_an_append_over_the_budget_gets_an_error_and_the_session_goes_on()
             nursery.start_soon(read)
             for n in range(3):
                 append = {"type": "input_audio_buffer.append", "event_id": f"a{n}", "audio": audio}
-                await actor.receive(json.dumps(append))
-            await actor.receive(json.dumps({"type": "conversation.context.retrieve"}))
+                await client.send(json.dumps(append))
+            await client.send(json.dumps({"type": "conversation.context.retrieve"}))
             while not any(e["type"] == "conversation.context" for e in seen):
                 await trio.sleep(0.01)
-            await actor.client_gone()
+            client.leave()
     assert charged == [4800, 4800, 4800], "decoded audio bytes are charged, not base64"
     errors = [e["error"] for e in seen if e["type"] == "error"]
     assert len(errors) == 1, errors

@@ -21,9 +21,10 @@ from orchestrator.service.backends.response_actor import ResponseServices
 from orchestrator.service.backends.vad_batcher import VadUnavailable
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.metrics import Metrics
-from orchestrator.service.sessions.actor import SessionActor, SessionEnd
+from orchestrator.service.sessions.actor import SessionEnd
 from orchestrator.service.sessions.services import SessionServices
 from orchestrator.triton.pipeline_client import PipelineChunk
+from tests.orchestrator.service.sessions.in_memory import InMemoryClient, in_memory_session
 
 
 class _DownVad:
@@ -65,11 +66,11 @@ async def test_vad_outage_is_reported_once_and_the_session_goes_on() -> None:
         ),
         transcriber=None,
     )
-    actor = SessionActor("sess_test", ServiceConfig(), services)
+    actor, client = in_memory_session("sess_test", ServiceConfig(), services)
     seen: list[dict[str, Any]] = []
 
     async def read() -> None:
-        async for text in actor.outgoing:
+        async for text in client:
             seen.append(json.loads(text))
 
     with trio.fail_after(10):
@@ -77,11 +78,11 @@ async def test_vad_outage_is_reported_once_and_the_session_goes_on() -> None:
             nursery.start_soon(actor.run)
             nursery.start_soon(read)
             for _ in range(10):
-                await actor.receive(_append(100))
-            await actor.receive(json.dumps({"type": "conversation.context.retrieve"}))
+                await client.send(_append(100))
+            await client.send(json.dumps({"type": "conversation.context.retrieve"}))
             while not any(e["type"] == "conversation.context" for e in seen) or vad.calls < 20:
                 await trio.sleep(0.01)
-            await actor.client_gone()
+            client.leave()
     errors = [e for e in seen if e["type"] == "error"]
     assert [e["error"]["code"] for e in errors] == ["vad_unavailable"], errors
     assert seen[0]["type"] == "session.created"
@@ -113,8 +114,8 @@ _MANUAL = _event(
 )
 
 
-async def _collect(actor: SessionActor, seen: list[dict[str, Any]]) -> None:
-    async for text in actor.outgoing:
+async def _collect(client: InMemoryClient, seen: list[dict[str, Any]]) -> None:
+    async for text in client:
         seen.append(json.loads(text))
 
 
@@ -123,11 +124,11 @@ async def test_a_session_expires_at_max_session_s_with_an_error_then_1000(
 ) -> None:
     metrics = Metrics()
     config = ServiceConfig()
-    actor = SessionActor("sess_test", config, _services(metrics, config))
+    actor, client = in_memory_session("sess_test", config, _services(metrics, config))
     seen: list[dict[str, Any]] = []
     started = trio.current_time()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_collect, actor, seen)
+        nursery.start_soon(_collect, client, seen)
         await actor.run()
     assert trio.current_time() - started == pytest.approx(3600)
     assert [e["type"] for e in seen] == ["session.created", "error"]
@@ -147,11 +148,11 @@ async def test_a_client_that_stops_reading_ends_the_session_with_1008(
 ) -> None:
     metrics = Metrics()
     config = ServiceConfig(send_queue=4, slow_client_timeout_s=10)
-    actor = SessionActor("sess_test", config, _services(metrics, config))
+    actor, client = in_memory_session("sess_test", config, _services(metrics, config))
 
     async def flood() -> None:
         for _ in range(100):
-            await actor.receive(_event("conversation.context.retrieve"))
+            await client.send(_event("conversation.context.retrieve"))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(flood)
@@ -169,14 +170,14 @@ async def test_a_client_that_stops_reading_ends_the_session_with_1008(
 
 async def test_the_outbox_is_bounded_in_bytes_too(autojump_clock: trio.testing.MockClock) -> None:
     config = ServiceConfig(send_queue=1000, send_queue_bytes=3 << 20, slow_client_timeout_s=10)
-    actor = SessionActor("sess_test", config, _services(Metrics(), config))
+    actor, client = in_memory_session("sess_test", config, _services(Metrics(), config))
     item = {"id": "item_big", "type": "message", "role": "user"}
     content = [{"type": "input_text", "text": "x" * (1 << 20)}]
 
     async def flood() -> None:
-        await actor.receive(_event("conversation.item.create", item={**item, "content": content}))
+        await client.send(_event("conversation.item.create", item={**item, "content": content}))
         for _ in range(100):
-            await actor.receive(_event("conversation.item.retrieve", item_id="item_big"))
+            await client.send(_event("conversation.item.retrieve", item_id="item_big"))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(flood)
@@ -190,11 +191,11 @@ async def test_the_outbox_is_bounded_in_bytes_too(autojump_clock: trio.testing.M
 
 async def test_a_slow_but_reading_client_is_not_cut(autojump_clock: trio.testing.MockClock) -> None:
     config = ServiceConfig(send_queue=2, slow_client_timeout_s=10)
-    actor = SessionActor("sess_test", config, _services(Metrics(), config))
+    actor, client = in_memory_session("sess_test", config, _services(Metrics(), config))
     seen: list[dict[str, Any]] = []
 
     async def slow_reader() -> None:
-        async for text in actor.outgoing:
+        async for text in client:
             seen.append(json.loads(text))
             await trio.sleep(5)  # each event is taken within the timeout, never all at once
 
@@ -202,24 +203,24 @@ async def test_a_slow_but_reading_client_is_not_cut(autojump_clock: trio.testing
         nursery.start_soon(actor.run)
         nursery.start_soon(slow_reader)
         for _ in range(10):
-            await actor.receive(_event("conversation.context.retrieve"))
+            await client.send(_event("conversation.context.retrieve"))
         while len(seen) < 11:
             await trio.sleep(1)
         assert actor.end is None
-        await actor.client_gone()
+        client.leave()
     assert [e["type"] for e in seen] == ["session.created"] + ["conversation.context"] * 10
 
 
 async def test_shut_down_handles_queued_mail_first_then_errors_and_ends_1001() -> None:
     metrics = Metrics()
     config = ServiceConfig()
-    actor = SessionActor("sess_test", config, _services(metrics, config))
+    actor, client = in_memory_session("sess_test", config, _services(metrics, config))
     seen: list[dict[str, Any]] = []
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_collect, actor, seen)
+            nursery.start_soon(_collect, client, seen)
             nursery.start_soon(actor.run)
-            await actor.receive(_event("conversation.context.retrieve"))
+            await client.send(_event("conversation.context.retrieve"))
             actor.shut_down()
     assert [e["type"] for e in seen] == ["session.created", "conversation.context", "error"]
     assert seen[-1]["error"]["code"] == "server_shutting_down"
@@ -261,9 +262,9 @@ def fake_stream(monkeypatch: pytest.MonkeyPatch) -> _FakeStream:
     return stream
 
 
-async def _respond(actor: SessionActor, seen: list[dict[str, Any]], until: str) -> None:
-    await actor.receive(_MANUAL)
-    await actor.receive(_event("response.create"))
+async def _respond(client: InMemoryClient, seen: list[dict[str, Any]], until: str) -> None:
+    await client.send(_MANUAL)
+    await client.send(_event("response.create"))
     while not any(e["type"] == until for e in seen):
         await trio.sleep(0.01)
 
@@ -272,13 +273,15 @@ async def test_shut_down_cancels_the_generating_response_with_its_terminal_first
     fake_stream: _FakeStream,
 ) -> None:
     config = ServiceConfig()
-    actor = SessionActor("sess_test", config, _services(Metrics(), config, healthy=True))
+    actor, client = in_memory_session(
+        "sess_test", config, _services(Metrics(), config, healthy=True)
+    )
     seen: list[dict[str, Any]] = []
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_collect, actor, seen)
+            nursery.start_soon(_collect, client, seen)
             nursery.start_soon(actor.run)
-            await _respond(actor, seen, "response.created")
+            await _respond(client, seen, "response.created")
             actor.shut_down()
     kinds = [e["type"] for e in seen]
     done = next(e for e in seen if e["type"] == "response.done")
@@ -305,20 +308,20 @@ async def test_a_hung_endpoint_fails_the_response_in_time_and_is_marked_down(
     fake_stream.chunks = chunks
     config = ServiceConfig(first_chunk_timeout_s=5, chunk_timeout_s=2)
     services = _services(Metrics(), config, healthy=True)
-    actor = SessionActor("sess_test", config, services)
+    actor, client = in_memory_session("sess_test", config, services)
     seen: list[dict[str, Any]] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_collect, actor, seen)
+        nursery.start_soon(_collect, client, seen)
         nursery.start_soon(actor.run)
-        await _respond(actor, seen, "response.created")
+        await _respond(client, seen, "response.created")
         created_at = trio.current_time()
         await _respond_done(seen)
         took = trio.current_time() - created_at
         # The session goes on.
-        await actor.receive(_event("conversation.context.retrieve"))
+        await client.send(_event("conversation.context.retrieve"))
         while seen[-1]["type"] != "conversation.context":
             await trio.sleep(0.01)
-        await actor.client_gone()
+        client.leave()
     done = next(e for e in seen if e["type"] == "response.done")["response"]
     assert done["status"] == "failed"
     assert said in done["status_details"]["error"]["message"]
@@ -363,7 +366,7 @@ async def test_no_wait_cycle_when_appends_flood_a_slow_vad() -> None:
     services = SessionServices(
         metrics=metrics, vad=vad, responses=services.responses, transcriber=None
     )
-    actor = SessionActor("sess_flood", config, services)
+    actor, client = in_memory_session("sess_flood", config, services)
     seen: list[dict[str, Any]] = []
     turns = _event(
         "session.update",
@@ -384,15 +387,17 @@ async def test_no_wait_cycle_when_appends_flood_a_slow_vad() -> None:
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(actor.run)
-            nursery.start_soon(_collect, actor, seen)
-            await actor.receive(turns)
+            nursery.start_soon(_collect, client, seen)
+            await client.send(turns)
             for _ in range(300):
-                await actor.receive(_append(100))
+                await client.send(_append(100))
                 backlog.append(actor.input_backlog)
-            await actor.receive(json.dumps({"type": "conversation.context.retrieve"}))
-            while not any(e["type"] == "conversation.context" for e in seen):
+            await client.send(json.dumps({"type": "conversation.context.retrieve"}))
+            # The last append's VAD call may still be on its way when the context comes back
+            # (the feeder runs beside the actor): wait for it, or the count below races it.
+            while not any(e["type"] == "conversation.context" for e in seen) or vad.calls < 300:
                 await trio.sleep(0.01)
-            await actor.client_gone()
+            client.leave()
     kinds = [e["type"] for e in seen]
     assert "error" not in kinds, [e for e in seen if e["type"] == "error"]
     # Every append reached the VAD and the turns it heard were committed. How many turns
@@ -414,13 +419,13 @@ async def test_a_dropped_connection_leaves_the_session_for_its_grace_then_it_end
 ) -> None:
     metrics = Metrics()
     config = ServiceConfig(disconnect_grace_s=30)
-    actor = SessionActor("sess_test", config, _services(metrics, config))
+    actor, client = in_memory_session("sess_test", config, _services(metrics, config))
     seen: list[dict[str, Any]] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_collect, actor, seen)
+        nursery.start_soon(_collect, client, seen)
         started = trio.current_time()
         nursery.start_soon(actor.run)
-        await actor.receive(_event("conversation.context.retrieve"))
+        await client.send(_event("conversation.context.retrieve"))
         await trio.sleep(1)
         assert actor.connection is not None
         actor.connection.peer_gone(1006)  # no close frame
@@ -436,12 +441,12 @@ async def test_a_1000_close_ends_the_session_at_once_with_no_grace(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     config = ServiceConfig(disconnect_grace_s=30)
-    actor = SessionActor("sess_test", config, _services(Metrics(), config))
+    actor, client = in_memory_session("sess_test", config, _services(Metrics(), config))
     async with trio.open_nursery() as nursery:
         started = trio.current_time()
         nursery.start_soon(actor.run)
         await trio.sleep(1)
-        await actor.client_gone()
+        client.leave()
     assert trio.current_time() - started == pytest.approx(1, abs=0.1)
     assert actor.end is None and actor.link.ended
 
@@ -452,13 +457,13 @@ async def test_the_journal_overflowing_in_the_grace_ends_the_session_and_its_str
     fake_stream.chunks = 10_000  # a reply far bigger than the journal
     config = ServiceConfig(disconnect_grace_s=30, resume_journal_bytes=256 * 1024)
     metrics = Metrics()
-    actor = SessionActor("sess_test", config, _services(metrics, config, healthy=True))
+    actor, client = in_memory_session("sess_test", config, _services(metrics, config, healthy=True))
     seen: list[dict[str, Any]] = []
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_collect, actor, seen)
+            nursery.start_soon(_collect, client, seen)
             nursery.start_soon(actor.run)
-            await _respond(actor, seen, "response.output_audio.delta")
+            await _respond(client, seen, "response.output_audio.delta")
             assert actor.connection is not None
             actor.connection.peer_gone(1006)
     assert actor.end is not None and actor.end.cause == "journal_overflow"
@@ -469,17 +474,17 @@ async def test_the_journal_overflowing_in_the_grace_ends_the_session_and_its_str
 
 async def test_every_event_gets_the_next_seq_and_the_journal_holds_them_in_order() -> None:
     config = ServiceConfig()
-    actor = SessionActor("sess_test", config, _services(Metrics(), config))
+    actor, client = in_memory_session("sess_test", config, _services(Metrics(), config))
     seen: list[dict[str, Any]] = []
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_collect, actor, seen)
+            nursery.start_soon(_collect, client, seen)
             nursery.start_soon(actor.run)
             for _ in range(3):
-                await actor.receive(_event("conversation.context.retrieve"))
+                await client.send(_event("conversation.context.retrieve"))
             while len(seen) < 4:
                 await trio.sleep(0.01)
-            await actor.client_gone()
+            client.leave()
     assert [e["server_event_seq"] for e in seen] == [1, 2, 3, 4]
     assert seen[0]["resume_token"] == actor.link.token
     replay = actor.link.journal.after(0)
