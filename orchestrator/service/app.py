@@ -34,6 +34,7 @@ from orchestrator.service.metrics import Metrics
 from orchestrator.service.sessions.connection import Connection
 from orchestrator.service.sessions.host import SessionHost
 from orchestrator.service.sessions.services import AppendBudget, SessionServices
+from orchestrator.session import ending
 
 log = logging.getLogger("turntaker.session")
 
@@ -212,17 +213,18 @@ async def _refuse(metrics: Metrics, ws: WebSocket, refused: Refused) -> None:
 
 
 async def _refuse_draining(metrics: Metrics, ws: WebSocket) -> None:
-    """1013 (try again later): the openai SDK retries it, and another instance may be up."""
+    """An `error` event, then the draining refusal's code (orchestrator/session/ending.py)."""
+    end = ending.refused_draining()
     metrics.refusals.labels("server_shutting_down", "").inc()
     message = "The server is shutting down; try again shortly."
     error = error_event(ProtocolError(code="server_shutting_down", message=message))
     with trio.move_on_after(1):
         try:
             await ws.send_text(ServerEventEncoder().encode(error).decode())
-            await ws.close(code=1013, reason="server is shutting down")
+            await ws.close(code=end.code, reason=end.reason)
         except Exception:
             pass  # already closed by the peer
-    metrics.session_closes.labels("1013").inc()
+    metrics.session_closes.labels(str(end.code)).inc()
 
 
 def _append_budget(metrics: Metrics, lease: Lease) -> AppendBudget:
@@ -263,7 +265,8 @@ async def _carry(state: AppState, ws: WebSocket, connection: Connection) -> None
         log.exception(
             "connection of %s failed", connection.session and connection.session.session_id
         )
-        code, reason = 1011, "internal error; the connection was closed"
+        failed = ending.connection_failed()
+        code, reason = failed.code, failed.reason
     finally:
         # hypercorn reports 1006 for a close the client starts without a frame; the server's
         # own codes are exact.

@@ -109,6 +109,8 @@ SessionEndCause = Literal[
     "grace_expired",
     "journal_overflow",
     "internal_error",
+    "refused_draining",
+    "connection_failed",
 ]
 
 

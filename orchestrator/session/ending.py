@@ -21,6 +21,12 @@ Rules (docs/protocol.md "Close codes"; the reasons are on the wire and stay as t
 7. A server bug: 1011 "internal error; the session was closed".
 8. Flush: what is queued goes out before the close, except where nobody would take it (rules
    5 and 6): then the connection is cut.
+9. A connection that arrives while the server drains gets no session: 1013 "server is
+   shutting down" (try again later: the openai SDK retries it, and another instance may be up).
+10. A connection whose carrying failed (a server bug outside any session's task): 1011
+   "internal error; the connection was closed".
+Refusals at the handshake (keys, quotas) take their codes from the access rules
+(orchestrator/service/access.py), which decide them.
 
 Pure: no I/O.
 """
@@ -37,8 +43,10 @@ from statecharts.effects import UnattendedEnd
 __all__ = [
     "CLOSE_CODES",
     "closing",
+    "connection_failed",
     "internal_error",
     "not_reading",
+    "refused_draining",
     "replaced",
     "unattended",
 ]
@@ -52,6 +60,8 @@ CLOSE_CODES: Final[dict[SessionEndCause, tuple[int, bool]]] = {
     "grace_expired": (1000, False),
     "journal_overflow": (1000, False),
     "internal_error": (1011, True),
+    "refused_draining": (1013, True),
+    "connection_failed": (1011, True),
 }
 
 
@@ -90,3 +100,13 @@ def unattended(cause: UnattendedEnd) -> SessionEnd | None:
 def internal_error() -> SessionEnd:
     """A bug in the session's task (rule 7)."""
     return _end("internal_error", "internal error; the session was closed")
+
+
+def refused_draining() -> SessionEnd:
+    """A connection that arrives while the server drains (rule 9)."""
+    return _end("refused_draining", "server is shutting down")
+
+
+def connection_failed() -> SessionEnd:
+    """A connection whose carrying failed (rule 10)."""
+    return _end("connection_failed", "internal error; the connection was closed")

@@ -19,6 +19,8 @@ def test_rule_1_every_cause_has_a_code_and_names_itself() -> None:
         ending.unattended("grace_expired"),
         ending.unattended("journal_overflow"),
         ending.internal_error(),
+        ending.refused_draining(),
+        ending.connection_failed(),
     ]
     assert sorted(e.cause for e in ends if e is not None) == sorted(get_args(SessionEndCause))
     assert all(e is not None and e.reason for e in ends)
@@ -74,3 +76,15 @@ def test_rule_7_a_bug_closes_1011() -> None:
 def test_rule_8_only_ends_nobody_reads_are_cut() -> None:
     cut = {cause for cause, (_, flush) in ending.CLOSE_CODES.items() if not flush}
     assert cut == {"client_not_reading", "grace_expired", "journal_overflow"}
+
+
+def test_rule_9_a_connection_while_draining_is_refused_1013() -> None:
+    assert ending.refused_draining() == SessionEnd(
+        1013, "server is shutting down", "refused_draining", True
+    )
+
+
+def test_rule_10_a_failed_connection_closes_1011() -> None:
+    assert ending.connection_failed() == SessionEnd(
+        1011, "internal error; the connection was closed", "connection_failed", True
+    )
