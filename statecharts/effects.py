@@ -198,6 +198,22 @@ class OverlapDecided:
 
 
 @dataclass(frozen=True, slots=True)
+class OverlapSpeechStarted:
+    """Pause mode: speech over the paused reply started (the pause's first, or speech after
+    the held overlap's): the core measures it (orchestrator/session/turns/overlap.py)."""
+
+    audio_start_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapSpeechStopped:
+    """Pause mode: the overlap's speech stopped and is held, undecided: the core arms the
+    resume timer from where it ended."""
+
+    audio_end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class DropInput:
     """A resumed overlap: drop its audio from the input buffer, with no event (it never
     becomes a user turn)."""
@@ -289,6 +305,8 @@ Effect = (
     | PauseOutput
     | ResumeOutput
     | OverlapDecided
+    | OverlapSpeechStarted
+    | OverlapSpeechStopped
     | DropInput
     | HearByAcknowledgement
     | StartPreemptive

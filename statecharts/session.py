@@ -112,6 +112,8 @@ from statecharts.effects import (
     InterruptResponses,
     OverlapDecided,
     OverlapReason,
+    OverlapSpeechStarted,
+    OverlapSpeechStopped,
     PauseOutput,
     PreemptDropReason,
     Reject,
@@ -134,9 +136,16 @@ class SessionChart(Chart):
             held = State()
             committed = State()
 
-            speech_started = listening.to(
-                user_speaking, cond="vad_turns", on="_on_speech_started"
-            ) | held.to(user_speaking, cond="vad_turns", on="_on_speech_started")
+            speech_started = (
+                listening.to(
+                    user_speaking, cond=["vad_turns", "overlap_open"], on="_on_overlap_speech"
+                )
+                | listening.to(user_speaking, cond="vad_turns", on="_on_speech_started")
+                | held.to(
+                    user_speaking, cond=["vad_turns", "overlap_open"], on="_on_overlap_speech"
+                )
+                | held.to(user_speaking, cond="vad_turns", on="_on_speech_started")
+            )
             speech_stopped = user_speaking.to(
                 held, cond=["vad_turns", "overlap_open"], unless="ends_turn", on="_on_hold"
             ) | user_speaking.to(committed, cond="vad_turns", on="_on_speech_stopped")
@@ -402,9 +411,15 @@ class SessionChart(Chart):
     def _on_speech_stopped(self, audio_end_ms: int) -> None:
         self.emit(AnnounceSpeechStopped(audio_end_ms))
 
+    def _on_overlap_speech(self, audio_start_ms: int) -> None:
+        # Speech while a reply is already paused: the same overlap goes on.
+        self.emit(AnnounceSpeechStarted(audio_start_ms))
+        self.emit(OverlapSpeechStarted(audio_start_ms))
+
     def _on_hold(self, audio_end_ms: int) -> None:
         self._held_end_ms = audio_end_ms
         self.emit(AnnounceSpeechStopped(audio_end_ms))
+        self.emit(OverlapSpeechStopped(audio_end_ms))
 
     def _on_drop_input(self) -> None:
         self._held_end_ms = None
@@ -497,9 +512,10 @@ class SessionChart(Chart):
         assert self.latest_response_id is not None  # paused only while a response is latest
         self.emit(OverlapDecided(self.latest_response_id, decision, reason))
 
-    def _on_pause(self) -> None:
+    def _on_pause(self, audio_start_ms: int) -> None:
         assert self.latest_response_id is not None
         self.emit(PauseOutput(self.latest_response_id))
+        self.emit(OverlapSpeechStarted(audio_start_ms))
 
     def _on_overlap_interrupt(self) -> None:
         self._decide("interrupt", "speech")

@@ -1,36 +1,40 @@
 """SessionCore: the sans-IO realtime session (h11 style: typed inputs in, events and actions out).
 
-It owns one session's SessionChart, one ResponseChart per live response, the conversation,
-the input buffer, the turn detector, the playback ledger and the response fence. The I/O layer
-feeds it typed inputs (client events parsed at the edge, VAD probabilities, backend output,
-transcripts, timer expiries, a close request) through `handle`, each with the caller's clock
-(`now_ms`), and carries out what comes back: a `Step` of server events to send and actions to
-perform (`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `PredictTurn`,
-`ArmTimer`, `CancelTimer`, `EndSession`), kept apart, and notes for metrics. No clock, no
-socket, no task lives here, so every interleaving can be driven in memory by a test. The I/O
-layer reads nothing else of it but `input_format` (to parse appends at the edge).
+It owns one session's SessionChart, one ResponseChart per live response, the response fence,
+and three parts, each an object with its own state (as h11's `Connection` owns its
+`ConnectionState`): `Turns` (orchestrator/session/core_turns.py: the user's audio, turn
+detection, end of turn, preemptive responses, pause mode, the idle timer), `History`
+(core_history.py: items, what was heard, transcripts) and `Tools` (core_tools.py: function
+calls). What they all need is owned once (core_outbox.py: the step's output, ids and timer
+tokens). The I/O layer feeds it typed inputs (client events parsed at the edge, VAD
+probabilities, backend output, transcripts, timer expiries, a close request) through
+`handle`, each with the caller's clock (`now_ms`), and carries out what comes back: a `Step`
+of server events to send and actions to perform (`StartBackend`, `CancelBackend`,
+`DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`, `CancelTimer`, `EndSession`), kept
+apart, and notes for metrics. No clock, no socket, no task lives here, so every interleaving
+can be driven in memory by a test. The I/O layer reads nothing else of it but `input_format`
+(to parse appends at the edge).
 
 Rules (docs/protocol.md) enforced here by routing chart effects (the charts decide; this module
 acts):
-- Rule 2: backend output passes the fence (only the open response's number) and then the
-  response's chart (only while generating).
-- Rule 3: one active response at a time (`conversation_already_has_active_response`); a cancel
-  with nothing live is the session chart's rejection (`response_cancel_not_active`).
-- Rule 5/6: the conversation keeps only what was heard; pruning runs at every new user input.
-- Rule 7: every client error becomes an `error` event naming the client's `event_id`.
-- One routing point keeps the charts in step: a response chart's `ResponseFinished` /
-  `ResponseSettled` go to the session chart, and nothing else moves its output region.
-- Anything that changes what a preemptive response was given (an item, a setting, the
-  client's own response) is a `context_changed` for the session chart.
-- The parts: turn taking (VAD, semantic end of turn, preemptive responses, pause mode, the
-  idle timer) in orchestrator/session/core_turns.py; items, history and transcripts in
-  orchestrator/session/core_items.py; function calling (tools, a response's call, its output items)
-  in orchestrator/session/core_tools.py; the shared state in orchestrator/session/core_state.py.
-  Responses and
-  the routing of every chart effect are here.
+1. Rule 2: backend output passes the preemption (held until its turn is committed), the fence
+   (only the open response's number) and then the response's chart (only while generating).
+2. Rule 3: one active response at a time (`conversation_already_has_active_response`); a
+   cancel with nothing live is the session chart's rejection (`response_cancel_not_active`).
+3. Rule 5/6: the conversation keeps only what was heard; pruning runs at every new user input.
+4. Rule 7: every client error becomes an `error` event naming the client's `event_id`.
+5. One routing point keeps the charts in step: a response chart's `ResponseFinished` /
+   `ResponseSettled` go to the session chart, and nothing else moves its output region.
+6. Anything that changes what a preemptive response was given (an item, a setting, the
+   client's own response) is a `context_changed` for the session chart.
+7. The parts never call each other nor a chart: each answers what it decided (chart events,
+   a response to start), and the core carries that out in order.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
 
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
@@ -40,26 +44,31 @@ from orchestrator.protocol.session_config import (
     Interruption,
     RetentionRatio,
     SemanticVad,
+    SessionConfig,
 )
 from orchestrator.session.actions import (
     CancelBackend,
-    CancelTimer,
     EndSession,
     InferenceRequest,
+    StartBackend,
 )
 from orchestrator.session.audio import OutputAudio
-from orchestrator.session.core_items import ItemHandling
-from orchestrator.session.core_state import LiveResponse
-from orchestrator.session.core_tools import ToolCalls
-from orchestrator.session.core_turns import TurnTaking
+from orchestrator.session.core_history import History
+from orchestrator.session.core_live import LiveResponse
+from orchestrator.session.core_outbox import Ids, Outbox
+from orchestrator.session.core_tools import Tools, output_events
+from orchestrator.session.core_turns import Respond, ToChart, TurnAsk, Turns
 from orchestrator.session.core_types import (
     CoreConfig,
     CoreErrorCode,
     CoreInput,
+    PreemptNoted,
     Step,
 )
-from orchestrator.session.envelope import duration_words
+from orchestrator.session.envelope import Envelope, duration_words
 from orchestrator.session.history import conversation as conv
+from orchestrator.session.history.fencing import ResponseFence
+from orchestrator.session.history.playback import PlaybackLedger
 from orchestrator.session.inputs import (
     BackendAudio,
     BackendDone,
@@ -79,14 +88,16 @@ from orchestrator.session.inputs import (
     VadSpeechStarted,
     VadSpeechStopped,
 )
+from orchestrator.session.turns.overlap import OverlapTracker
 from orchestrator.session.turns.preemption import Preemption
+from orchestrator.session.turns.user_input import UserInput
 from statecharts import effects as fx
 from statecharts.response import ResponseChart
+from statecharts.session import SessionChart
 
 __all__ = ["CoreConfig", "CoreErrorCode", "CoreInput", "SessionCore", "Step"]
 
 PCM16_24K_BYTES_PER_MS = 48
-TURN_WINDOW_MS = 8000  # what Smart Turn hears: the turn's last 8 s
 # Client events that change what a preemptive response was given.
 _CONTEXT_EVENTS = (
     ce.SessionUpdate,
@@ -97,7 +108,50 @@ _CONTEXT_EVENTS = (
 )
 
 
-class SessionCore(TurnTaking, ItemHandling, ToolCalls):
+class SessionCore:
+    def __init__(self, session_id: str, config: CoreConfig | None = None) -> None:
+        self.config = config or CoreConfig()
+        self.session_id = session_id
+        self.settings = SessionConfig()
+        self.chart = SessionChart()
+        self.env = Envelope(session_id)
+        self.fence = ResponseFence()
+        self.live: OrderedDict[str, LiveResponse] = OrderedDict()
+        self._now_ms = 0
+        self._out = Outbox(self.env)
+        self._ids = Ids(session_id, lambda item_id: item_id in self.conversation)
+        self._history = History(self.config, self._out, self._ids, self._current_settings)
+        self._turns = Turns(self.config, self._out, self._ids, self._current_settings)
+        self._tools = Tools(self._out, self._ids, self._history.conversation)
+
+    def _current_settings(self) -> SessionConfig:
+        return self.settings
+
+    # What tests and metrics read ----------------------------------------------------------
+    @property
+    def conversation(self) -> conv.Conversation:
+        return self._history.conversation
+
+    @property
+    def ledger(self) -> PlaybackLedger:
+        return self._history.ledger
+
+    @property
+    def input(self) -> UserInput:
+        return self._turns.input
+
+    @property
+    def overlap(self) -> OverlapTracker:
+        return self._turns.overlap
+
+    @property
+    def _preemption(self) -> Preemption | None:
+        return self._turns.preemption
+
+    @property
+    def buffered_ms(self) -> int:
+        return self._turns.input.buffered_ms
+
     # The I/O layer's interface --------------------------------------------------------
     @property
     def input_format(self) -> AudioFormat:
@@ -106,8 +160,8 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
 
     def open(self, now_ms: int | None = None) -> Step:
         self._clock(now_ms)
-        self._events.append(self.env.session_created(self.settings, self.config.model))
-        return self._flush()
+        self._out.send(self.env.session_created(self.settings, self.config.model))
+        return self._out.flush()
 
     def handle(self, event: CoreInput, now_ms: int | None = None) -> Step:
         """One input, with the caller's clock (ms, monotonic) when it has one."""
@@ -115,13 +169,13 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         if isinstance(event, ProtocolError):
             return self.reject(event)
         if isinstance(event, SpeechProbabilities):
-            self._speech_probabilities(event)
+            self._ask(self._turns.speech_probabilities(event))
         elif isinstance(event, VadDown):
-            self._vad_unavailable(event.reason)
+            self._turns.vad_unavailable(event.reason)
         elif isinstance(event, VadSpeechStarted | VadSpeechStopped | VadPaused | VadResumed):
             return self.vad(event)
         elif isinstance(event, TurnPrediction):
-            self._turn_predicted(event)
+            self._ask(self._turns.turn_predicted(event))
         elif isinstance(
             event, BackendText | BackendAudio | BackendToolCall | BackendDone | BackendFailed
         ):
@@ -134,38 +188,48 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             self._close(event)
         else:
             return self.client(event)
-        return self._flush()
+        return self._out.flush()
 
     def client(self, event: ce.ClientEvent) -> Step:
-        self._event_id = event.event_id
+        self._out.event_id = event.event_id
         try:
             self._client(event)
         finally:
-            self._event_id = None
-        return self._flush()
+            self._out.event_id = None
+        return self._out.flush()
 
     def reject(self, err: ProtocolError) -> Step:
         """A client message that failed to parse: an error event, nothing else changes."""
-        self._events.append(self.env.error(err.code, err.message, err.param, err.event_id))
-        return self._flush()
+        self._out.send(self.env.error(err.code, err.message, err.param, err.event_id))
+        return self._out.flush()
 
     def vad(self, event: VadEvent) -> Step:
         """A turn-detection decision (the detector's own output; tests may feed it directly)."""
-        self._vad_event(event)
-        return self._flush()
+        self._ask(self._turns.vad_event(event))
+        return self._out.flush()
 
     def backend(self, event: BackendEvent) -> Step:
         self._backend(event)
-        return self._flush()
+        return self._out.flush()
+
+    def _clock(self, now_ms: int | None) -> None:
+        if now_ms is not None:
+            self._now_ms = max(self._now_ms, now_ms)
+            self._turns.clock(self._now_ms)
+
+    # Routing between the parts ------------------------------------------------------------
+    def _ask(self, asks: Iterable[TurnAsk]) -> None:
+        """Carry out what the turn part asks, in order."""
+        for ask in asks:
+            if isinstance(ask, ToChart):
+                self._run_session(ask.event, **ask.kwargs)
+            elif isinstance(ask, Respond):
+                self._create_response(None)
 
     def _backend(self, event: BackendEvent) -> None:
-        held = self._preemption
-        if held is not None and (event.response_id, event.seq) == (held.response_id, held.seq):
-            # Not a response yet: held until its turn is committed, or dropped.
-            if isinstance(event, BackendFailed):
-                self._run_session("preempt_failed", reason="failed")
-            elif not held.hold(event):
-                self._run_session("preempt_failed", reason="overflow")
+        held = self._turns.hold(event)
+        if held is not None:
+            self._ask(held)  # not a response yet: held until its turn is committed, or dropped
             return
         live = self.live.get(event.response_id)
         if live is None or live.seq != event.seq or not self.fence.admits(event.seq):
@@ -183,9 +247,32 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             pending = self.ledger.pending_audio(rid, self._now_ms)
             self._run_response(rid, "complete", audio_pending=pending)
             if pending:
-                self._arm_playout(rid)
+                self._history.arm_playout(rid)
         elif isinstance(event, BackendFailed):
             self._run_response(rid, "fail", reason=event.reason)
+
+    def _transcript(self, ready: TranscriptReady) -> None:
+        if ready.purpose == "overlap":
+            self._ask(self._turns.overlap_transcribed(ready))
+        elif ready.purpose == "preempt":
+            heard = self._turns.preempt_transcript(ready)
+            self._ask(heard.asks)
+            if heard.start:
+                self._start_preempted()
+            if heard.turn is not None:
+                self._transcript(heard.turn)
+        elif ready.purpose == "end_of_turn":
+            self._ask(self._turns.turn_heard(ready))
+        else:
+            self._history.transcript(ready)
+
+    def _timer(self, fired: TimerFired) -> None:
+        if fired.kind == "playout":
+            self._played_out(fired.token)
+        elif fired.kind == "transcripts":
+            self._history.waited(fired.token)
+        else:
+            self._ask(self._turns.timer(fired))
 
     # Client events --------------------------------------------------------------------
     def _client(self, event: ce.ClientEvent) -> None:
@@ -194,7 +281,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         if isinstance(event, ce.SessionUpdate):
             self._update(event)
         elif isinstance(event, ce.InputAudioBufferAppend):
-            self._append(event.audio)
+            self._turns.append(event.audio)
         elif isinstance(event, ce.InputAudioBufferCommit):
             self._run_session(
                 "commit",
@@ -205,22 +292,17 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         elif isinstance(event, ce.InputAudioBufferClear):
             self.input.clear()
             self._run_session("clear_input")
-            self._events.append(self.env.input_cleared())
+            self._out.send(self.env.input_cleared())
         elif isinstance(event, ce.ConversationItemCreate):
-            self._create_item(event)
+            self._history.create_item(event, self._turns.promised_item_id)
         elif isinstance(event, ce.ConversationItemRetrieve):
             if event.item_id not in self.conversation:
-                self._item_not_found(event.item_id, "retrieve")
+                self._out.item_not_found(event.item_id, "retrieve")
                 return
-            streaming = self._live_call_item(event.item_id)
-            item = self.conversation.get(event.item_id)
-            self._events.append(self.env.item_retrieved(item, streaming))
+            streaming = self._tools.live_call_item(self.live.values(), event.item_id)
+            self._history.retrieve(event.item_id, streaming)
         elif isinstance(event, ce.ConversationItemDelete):
-            if event.item_id not in self.conversation:
-                self._item_not_found(event.item_id, "delete")
-                return
-            self.conversation.delete(event.item_id)
-            self._events.append(self.env.item_deleted(event.item_id))
+            self._history.delete(event.item_id)
         elif isinstance(event, ce.ConversationItemTruncate):
             self._truncate(event.item_id, event.content_index, event.audio_end_ms)
         elif isinstance(event, ce.ResponseCreate):
@@ -233,11 +315,11 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         elif isinstance(event, ce.PlaybackAck):
             self._ack(event)
         elif isinstance(event, ce.ConversationContextRetrieve):
-            self._events.append(self.env.context(self.conversation.prompt_view()))
+            self._out.send(self.env.context(self.conversation.prompt_view()))
 
     def _update(self, event: ce.SessionUpdate) -> None:
         if isinstance(event.session.turn_detection, SemanticVad) and not self.config.turn_model:
-            self._error(
+            self._out.error(
                 "unsupported_turn_detection",
                 "semantic_vad needs the `turn` model, which this server does not run; use "
                 "'server_vad' or null.",
@@ -260,32 +342,68 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             min_speech_ms=policy.min_speech_ms,
             preemptive=vad is not None and vad.preemptive,
         )
-        self.overlap.policy = policy
-        self._act(self.input.configure(vad, self._pause_ms(vad)))
-        if isinstance(vad, SemanticVad):
-            self.end_of_turn.threshold = vad.completion_threshold
-            self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+        self._turns.configure(vad)
+        self._out.send(self.env.session_updated(self.settings, self.config.model))
+
+    def _truncate(self, item_id: str, content_index: int, audio_end_ms: int) -> None:
+        rid = self._history.truncatable(item_id, audio_end_ms)
+        if rid is None:
+            return
+        if rid in self.live:
+            self._run_response(rid, "truncate", audio_end_ms=audio_end_ms)
         else:
-            self.input.limit_silence(None)
-        self._events.append(self.env.session_updated(self.settings, self.config.model))
+            self.ledger.cut(rid, audio_end_ms)
+            self._write_history(rid)
+        self._run_session("truncate", response_id=rid)  # ends a pause of it (pause mode)
+        self._out.send(self.env.item_truncated(item_id, content_index, audio_end_ms))
+
+    def _ack(self, event: ce.PlaybackAck) -> None:
+        if not self._history.ackable(event):
+            return
+        rid = event.response_id
+        # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
+        self._run_session("playback_acked", response_id=rid)
+        result = self._history.ack(event)
+        if result.heard is not None:
+            # A live reply's chart decides what the ACK means; a settled one is rewritten.
+            if rid in self.live and event.truncate:
+                self._run_response(rid, "truncate", audio_end_ms=result.played_ms)
+                self._run_session("truncate", response_id=rid)
+            elif rid in self.live:
+                self._run_response(rid, "played", audio_end_ms=result.played_ms)
+            else:
+                self._write_history(rid)
+        self._out.send(self.env.acknowledged(result))
+
+    def _played_out(self, token: int) -> None:
+        if not self._history.is_playout(token):
+            return
+        for rid, live in list(self.live.items()):
+            if live.chart.is_live and not live.chart.is_generating:
+                if self.ledger.played_out(rid, self._now_ms):
+                    self._run_response(rid, "played")
+
+    def _write_history(self, rid: str) -> None:
+        live = self.live.get(rid)
+        self._history.write(rid, live.audio if live is not None else None)
 
     # Session end ----------------------------------------------------------------------
     def _close(self, request: CloseRequested) -> None:
         """The generating response gets its terminal (cancelled) and the client the reason."""
         self._run_session("close")
-        self._events.append(self.env.closing(request))
+        self._out.send(self.env.closing(request))
         if request.reason == "server_shutting_down":
-            self._actions.append(EndSession(1001, "server is shutting down", request.reason))
+            self._out.act(EndSession(1001, "server is shutting down", request.reason))
         else:
             limit = duration_words(request.max_session_s)
-            self._actions.append(EndSession(1000, f"session expired after {limit}", request.reason))
+            self._out.act(EndSession(1000, f"session expired after {limit}", request.reason))
 
     # Responses ------------------------------------------------------------------------
     def _create_response(
         self, params: ce.ResponseParams | None, adopted: Preemption | None = None
     ) -> None:
         if self.chart.is_generating:
-            self._error(
+            self._out.error(
                 "conversation_already_has_active_response",
                 # OpenAI's words (clients match "already has an active response").
                 "Conversation already has an active response in progress: "
@@ -293,22 +411,22 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
                 "creating a new one.",
             )
             return
-        if self._refuse_response_tools(params):
+        if self._tools.refuse(self.settings, params):
             return
         self.conversation.prune()
         if adopted is not None:
             request, rid, seq = adopted.start.request, adopted.response_id, adopted.seq
         else:
-            prompt = self._response_input(params)
+            prompt = self._history.response_input(params)
             if prompt is None:
                 return  # an item it references is unknown: told, nothing started
             request = self._request(params, prompt)
-            rid, seq = self._new_id("resp"), self.fence.issue()
-        self._act(self.input.disarm_idle())
+            rid, seq = self._ids.new("resp"), self.fence.issue()
+        self._turns.disarm_idle()
         # Out of band (`conversation: "none"`): nothing of it enters the conversation.
         in_conversation = params is None or params.conversation != "none"
         modalities = request.output_modalities
-        item_id = self._new_id("item")
+        item_id = self._ids.new("item")
         chart = ResponseChart(rid, seq, request)
         message = not request.call_only  # a call alone: no message item at all
         live = LiveResponse(
@@ -319,21 +437,22 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         self.live[rid] = live
         for evicted in self.ledger.open(rid, item_id):
             self._forget(evicted)
-        previous = self._last_item_id()
+        previous = self._history.last_item_id()
         if message and in_conversation:
             self.conversation.open_reply(item_id, rid)
         announced = item_id if message else None
         started = self.env.response_started(
             rid, announced, previous, modalities, request, in_conversation=in_conversation
         )
-        self._events.extend(self._output_events(live, started))
+        self._out.send_all(output_events(live, started))
         self._run_session("response_started", response_id=rid)
         if adopted is None:
             self._run_response(rid, "start")
             return
         self._run_response(rid, "adopt")
         if not adopted.started:
-            self._start_backend(adopted.start)  # the cascade: still waiting for the transcript
+            # The cascade: still waiting for the transcript.
+            self._history.start_backend(adopted.start, self._now_ms)
 
     def _request(
         self, params: ce.ResponseParams | None, items: tuple[conv.Item, ...]
@@ -346,7 +465,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             else (settings.instructions)
         )
         max_tokens = (params.max_output_tokens if params else None) or settings.max_output_tokens
-        tools, choice = self._tools_for(params)
+        tools, choice = self._tools.tools_for(settings, params)
         return InferenceRequest(
             instructions=instructions,
             items=items,
@@ -364,6 +483,52 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             # An unsettled reply evicted from the ledger: it stays an empty boundary.
             self._cancel_backend(CancelBackend(rid, live.seq))
 
+    def _cancel_backend(self, cancel: CancelBackend) -> None:
+        self.fence.close(cancel.seq)
+        if self._history.drop_wait(cancel.response_id):
+            return  # never started: nothing to cancel but the wait
+        self._out.act(cancel)
+
+    # Preemptive responses: the session chart decides, the turn part holds ---------------
+    def _preempt(self) -> None:
+        """`StartPreemptive`: a response on the turn so far, held by the turn part."""
+        item_id = self._turns.promise_item_id()  # the turn's commit creates this item
+        turn = conv.Item(item_id, "user", self.input.peek())
+        request = self._request(None, (*self.conversation.prompt_view().items, turn))
+        start = StartBackend(self._ids.new("resp"), self.fence.issue(), request)
+        if self._turns.preempt(start, item_id):
+            self._start_preempted()
+
+    def _start_preempted(self) -> None:
+        held = self._turns.preemption
+        if held is not None:
+            self._turns.start_preempted(self._history.known_transcripts(held.start))
+
+    def _adopt(self) -> None:
+        held = self._turns.take_preemption()
+        if held is None:
+            self._create_response(None)
+            return
+        self._create_response(None, adopted=held)
+        if held.response_id not in self.live:
+            # Refused (its tool choice fits no tool in force): it never becomes a response.
+            self._discard(held, "not_answered")
+            return
+        self._out.note(PreemptNoted("used"))
+        for event in held.take_held():
+            self._backend(event)
+
+    def _discard(self, held: Preemption, reason: fx.PreemptDropReason) -> None:
+        self._out.note(PreemptNoted("dropped", reason))
+        self.fence.close(held.seq)
+        if held.started:
+            self._out.act(CancelBackend(held.response_id, held.seq))
+
+    def _commit_input(self) -> None:
+        item = self._history.commit_turn(*self._turns.take_turn())
+        if self._history.wants_transcript():
+            self._history.transcribe(item, self._turns.preempted_transcript(item.id))
+
     # Effects: the one routing point ---------------------------------------------------
     def _run_session(self, event: str, **kwargs: object) -> None:
         for effect in self.chart.handle(event, **kwargs):
@@ -373,14 +538,11 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         if isinstance(effect, fx.AnnounceSpeechStarted):
             # The id is taken only once the chart has started a turn: it names the item that
             # the matching commit will create (one promised by timeout_triggered is kept).
-            self._pending_item_id = self._pending_item_id or self._new_id("item")
-            self._events.append(
-                self.env.speech_started(effect.audio_start_ms, self._pending_item_id)
-            )
+            item_id = self._turns.promise_item_id()
+            self._out.send(self.env.speech_started(effect.audio_start_ms, item_id))
         elif isinstance(effect, fx.AnnounceSpeechStopped):
-            item_id = self._pending_item_id or self._new_id("item")
-            self._pending_item_id = item_id
-            self._events.append(self.env.speech_stopped(effect.audio_end_ms, item_id))
+            item_id = self._turns.promise_item_id()
+            self._out.send(self.env.speech_stopped(effect.audio_end_ms, item_id))
         elif isinstance(effect, fx.CommitInput):
             self._commit_input()
         elif isinstance(effect, fx.CreateResponse):
@@ -393,33 +555,38 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             if effect.response_id in self.live:
                 self._run_response(effect.response_id, "cancel", reason=effect.reason)
             else:
-                self._events.append(self.env.cleared(effect.response_id))
+                self._out.send(self.env.cleared(effect.response_id))
         elif isinstance(effect, fx.AnswerClear):
-            self._events.append(self.env.cleared(effect.response_id or ""))
+            self._out.send(self.env.cleared(effect.response_id or ""))
         elif isinstance(effect, fx.PauseOutput):
             self.ledger.pause(effect.response_id, self._now_ms)
-            self._events.append(se.OutputAudioBufferPaused(response_id=effect.response_id))
+            self._out.send(se.OutputAudioBufferPaused(response_id=effect.response_id))
         elif isinstance(effect, fx.ResumeOutput):
             self.ledger.resume(effect.response_id, self._now_ms)
             if effect.response_id in self.live:
-                self._arm_playout(effect.response_id)
-            self._events.append(se.OutputAudioBufferResumed(response_id=effect.response_id))
+                self._history.arm_playout(effect.response_id)
+            self._out.send(se.OutputAudioBufferResumed(response_id=effect.response_id))
+        elif isinstance(effect, fx.OverlapSpeechStarted):
+            self._ask(self._turns.overlap_started(effect.audio_start_ms))
+        elif isinstance(effect, fx.OverlapSpeechStopped):
+            self._ask(self._turns.overlap_stopped(effect.audio_end_ms))
         elif isinstance(effect, fx.HearByAcknowledgement):
             for rid in self.ledger.acknowledge(effect.response_id):
                 self._write_history(rid)  # back to the empty boundary until rule 5 settles it
         elif isinstance(effect, fx.OverlapDecided):
-            self._overlap_decided(effect)
+            self._turns.overlap_decided(effect)
         elif isinstance(effect, fx.DropInput):
-            self.input.clear()  # the overlap never becomes a turn (its promised id neither)
-            self._pending_item_id = None
+            self._turns.drop_input()
         elif isinstance(effect, fx.StartPreemptive):
             self._preempt()
         elif isinstance(effect, fx.AdoptPreemptive):
             self._adopt()
         elif isinstance(effect, fx.DropPreemptive):
-            self._drop_preemption(effect.reason)
+            held = self._turns.take_preemption()
+            if held is not None:
+                self._discard(held, effect.reason)
         elif isinstance(effect, fx.Reject):
-            self._error(effect.code, effect.message)
+            self._out.error(effect.code, effect.message)
 
     def _run_response(self, rid: str, event: str, **kwargs: object) -> None:
         live = self.live.get(rid)
@@ -433,27 +600,24 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
     def _response_effect(self, live: LiveResponse, effect: fx.Effect) -> None:
         rid = live.chart.response_id
         if isinstance(effect, fx.StartBackend):
-            self._start_backend(effect)
+            self._history.start_backend(effect, self._now_ms)
         elif isinstance(effect, fx.CancelBackend):
             self._cancel_backend(effect)
         elif isinstance(effect, fx.ForwardOutput):
             self._forward(live, effect.chunk)
         elif isinstance(effect, fx.SendCleared):
-            self._events.append(self.env.cleared(rid))
+            self._out.send(self.env.cleared(rid))
         elif isinstance(effect, fx.SendResponseDone):
             self.fence.close(live.seq)
-            self._end_output(live, effect.status, effect.reason)
+            self._tools.end_output(live, effect.status, effect.reason)
             live.encoder = None
             if effect.status == "completed" and live.call is None:
-                self._arm_idle(self.ledger.generated_ms(rid) if rid in self.ledger else 0)
+                self._turns.arm_idle(self.ledger.generated_ms(rid) if rid in self.ledger else 0)
         elif isinstance(effect, fx.CommitCall):
-            self._commit_call(live)
+            self._tools.commit_call(live)
         elif isinstance(effect, fx.CommitHistory):
             if effect.mode == "cut":
-                if effect.audio_end_ms is not None:
-                    self.ledger.cut(rid, effect.audio_end_ms)
-                else:
-                    self.ledger.clear(rid, self._now_ms)
+                self._history.cut(rid, effect.audio_end_ms, self._now_ms)
             self._write_history(rid)
         elif isinstance(effect, fx.ResponseFinished):
             self._run_session(
@@ -462,19 +626,11 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         elif isinstance(effect, fx.ResponseSettled):
             self._run_session("response_settled", response_id=rid)
 
-    def _cancel_backend(self, cancel: CancelBackend) -> None:
-        self.fence.close(cancel.seq)
-        if self._wait.drop(cancel.response_id):
-            # Never started: nothing to cancel but the wait.
-            self._actions.append(CancelTimer("transcripts"))
-            return
-        self._actions.append(cancel)
-
     def _forward(self, live: LiveResponse, chunk: object) -> None:
         rid = live.chart.response_id
         if isinstance(chunk, BackendToolCall):
-            self._forward_call(live, chunk)
-        elif not self._speaks(live):
+            self._tools.forward_call(live, chunk)
+        elif not self._tools.speaks(live):
             return  # after its call started, or a call alone: nothing is spoken
         elif isinstance(chunk, BackendAudio):
             ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
@@ -485,10 +641,8 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             # The ledger counts pcm16 ms; only the bytes the client gets change (G.711 at 8 kHz,
             # one streaming encoder per response).
             audio = chunk.audio if live.encoder is None else live.encoder.push_pcm16(chunk.audio)
-            self._events.extend(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
+            self._out.send_all(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
         elif isinstance(chunk, BackendText):
             live.text_parts.append(chunk.text)
             live.unaligned_text = live.unaligned_text or live.audio
-            self._events.append(
-                self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio)
-            )
+            self._out.send(self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio))

@@ -22,6 +22,8 @@ from statecharts.effects import (
     InterruptResponse,
     InterruptResponses,
     OverlapDecided,
+    OverlapSpeechStarted,
+    OverlapSpeechStopped,
     PauseOutput,
     PreemptDropReason,
     Reject,
@@ -141,6 +143,7 @@ def paused(heard_rid: str = "r1", *, draining: bool = False) -> SessionChart:
     assert chart.handle("speech_started", audio_start_ms=100) == [
         AnnounceSpeechStarted(100),
         PauseOutput(heard_rid),
+        OverlapSpeechStarted(100),
     ]
     assert chart.is_paused and chart.user_speaking
     return chart
@@ -201,7 +204,7 @@ def test_pause_speech_is_held_not_committed_while_undecided() -> None:
     effects = chart.handle(
         "speech_stopped", audio_end_ms=900, buffered_ms=800, speech_ms=250, heard="nothing"
     )
-    assert effects == [AnnounceSpeechStopped(900)]
+    assert effects == [AnnounceSpeechStopped(900), OverlapSpeechStopped(900)]
     assert chart.input_held() and chart.is_paused
 
 
@@ -261,7 +264,10 @@ def test_pause_late_words_after_stop_interrupt_and_commit_the_held_turn() -> Non
 def test_pause_new_speech_within_window_continues_the_overlap() -> None:
     chart = paused()
     chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=8, speech_ms=200)
-    assert chart.handle("speech_started", audio_start_ms=1200) == [AnnounceSpeechStarted(1200)]
+    assert chart.handle("speech_started", audio_start_ms=1200) == [
+        AnnounceSpeechStarted(1200),
+        OverlapSpeechStarted(1200),
+    ]
     assert chart.is_paused and chart.user_speaking
     # The timer the core cancelled cannot resume while the user speaks.
     assert chart.handle("resume_timer", speech_ms=200) == []
@@ -686,6 +692,7 @@ def test_semantic_vad_pause_mode_pauses() -> None:
     assert chart.handle("speech_started", audio_start_ms=100) == [
         AnnounceSpeechStarted(100),
         PauseOutput("r1"),
+        OverlapSpeechStarted(100),
     ]
 
 
