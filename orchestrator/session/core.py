@@ -57,7 +57,7 @@ from orchestrator.session.core_history import History
 from orchestrator.session.core_live import LiveResponse
 from orchestrator.session.core_outbox import Ids, Outbox
 from orchestrator.session.core_tools import Tools, output_events
-from orchestrator.session.core_turns import Respond, ToChart, TurnAsk, Turns
+from orchestrator.session.core_turns import Respond, TurnAsk, Turns
 from orchestrator.session.core_types import (
     CoreConfig,
     CoreErrorCode,
@@ -92,6 +92,8 @@ from orchestrator.session.turns.overlap import OverlapTracker
 from orchestrator.session.turns.preemption import Preemption
 from orchestrator.session.turns.user_input import UserInput
 from statecharts import effects as fx
+from statecharts import response_events as rev
+from statecharts import session_events as ev
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
@@ -221,8 +223,8 @@ class SessionCore:
     def _ask(self, asks: Iterable[TurnAsk]) -> None:
         """Carry out what the turn part asks, in order."""
         for ask in asks:
-            if isinstance(ask, ToChart):
-                self._run_session(ask.event, **ask.kwargs)
+            if isinstance(ask, ev.SessionEvent):
+                self._run_session(ask)
             elif isinstance(ask, Respond):
                 self._create_response(None)
 
@@ -245,11 +247,11 @@ class SessionCore:
             if self.ledger.finish(rid, self._now_ms) is not None:
                 self._write_history(rid)  # the `generated` basis: heard once generated
             pending = self.ledger.pending_audio(rid, self._now_ms)
-            self._run_response(rid, "complete", audio_pending=pending)
+            self._run_response(rid, rev.Complete(pending))
             if pending:
                 self._history.arm_playout(rid)
         elif isinstance(event, BackendFailed):
-            self._run_response(rid, "fail", reason=event.reason)
+            self._run_response(rid, rev.Fail(event.reason))
 
     def _transcript(self, ready: TranscriptReady) -> None:
         if ready.purpose == "overlap":
@@ -277,21 +279,16 @@ class SessionCore:
     # Client events --------------------------------------------------------------------
     def _client(self, event: ce.ClientEvent) -> None:
         if isinstance(event, _CONTEXT_EVENTS):
-            self._run_session("context_changed")  # a preemptive response heard another context
+            self._run_session(ev.ContextChanged())  # a preemptive response heard another context
         if isinstance(event, ce.SessionUpdate):
             self._update(event)
         elif isinstance(event, ce.InputAudioBufferAppend):
             self._turns.append(event.audio)
         elif isinstance(event, ce.InputAudioBufferCommit):
-            self._run_session(
-                "commit",
-                buffered_ms=self.buffered_ms,
-                final=event.final,
-                create_response=event.create_response,
-            )
+            self._run_session(ev.Commit(self.buffered_ms, event.final, event.create_response))
         elif isinstance(event, ce.InputAudioBufferClear):
             self.input.clear()
-            self._run_session("clear_input")
+            self._run_session(ev.ClearInput())
             self._out.send(self.env.input_cleared())
         elif isinstance(event, ce.ConversationItemCreate):
             self._history.create_item(event, self._turns.promised_item_id)
@@ -309,9 +306,9 @@ class SessionCore:
             self._create_response(event.response)
         elif isinstance(event, ce.ResponseCancel):
             rid = event.response_id
-            self._run_session("cancel", response_id=rid, target_live=rid in self.live)
+            self._run_session(ev.Cancel(rid, target_live=rid in self.live))
         elif isinstance(event, ce.OutputAudioBufferClear):
-            self._run_session("clear", response_id=event.response_id)
+            self._run_session(ev.Clear(event.response_id))
         elif isinstance(event, ce.PlaybackAck):
             self._ack(event)
         elif isinstance(event, ce.ConversationContextRetrieve):
@@ -350,11 +347,11 @@ class SessionCore:
         if rid is None:
             return
         if rid in self.live:
-            self._run_response(rid, "truncate", audio_end_ms=audio_end_ms)
+            self._run_response(rid, rev.Truncate(audio_end_ms))
         else:
             self.ledger.cut(rid, audio_end_ms)
             self._write_history(rid)
-        self._run_session("truncate", response_id=rid)  # ends a pause of it (pause mode)
+        self._run_session(ev.Truncate(rid))  # ends a pause of it (pause mode)
         self._out.send(self.env.item_truncated(item_id, content_index, audio_end_ms))
 
     def _ack(self, event: ce.PlaybackAck) -> None:
@@ -362,15 +359,15 @@ class SessionCore:
             return
         rid = event.response_id
         # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
-        self._run_session("playback_acked", response_id=rid)
+        self._run_session(ev.PlaybackAcked(rid))
         result = self._history.ack(event)
         if result.heard is not None:
             # A live reply's chart decides what the ACK means; a settled one is rewritten.
             if rid in self.live and event.truncate:
-                self._run_response(rid, "truncate", audio_end_ms=result.played_ms)
-                self._run_session("truncate", response_id=rid)
+                self._run_response(rid, rev.Truncate(result.played_ms))
+                self._run_session(ev.Truncate(rid))
             elif rid in self.live:
-                self._run_response(rid, "played", audio_end_ms=result.played_ms)
+                self._run_response(rid, rev.Played(result.played_ms))
             else:
                 self._write_history(rid)
         self._out.send(self.env.acknowledged(result))
@@ -381,7 +378,7 @@ class SessionCore:
         for rid, live in list(self.live.items()):
             if live.chart.is_live and not live.chart.is_generating:
                 if self.ledger.played_out(rid, self._now_ms):
-                    self._run_response(rid, "played")
+                    self._run_response(rid, rev.Played())
 
     def _write_history(self, rid: str) -> None:
         live = self.live.get(rid)
@@ -390,7 +387,7 @@ class SessionCore:
     # Session end ----------------------------------------------------------------------
     def _close(self, request: CloseRequested) -> None:
         """The generating response gets its terminal (cancelled) and the client the reason."""
-        self._run_session("close")
+        self._run_session(ev.Close())
         self._out.send(self.env.closing(request))
         if request.reason == "server_shutting_down":
             self._out.act(EndSession(1001, "server is shutting down", request.reason))
@@ -402,14 +399,10 @@ class SessionCore:
     def _create_response(
         self, params: ce.ResponseParams | None, adopted: Preemption | None = None
     ) -> None:
-        if self.chart.is_generating:
-            self._out.error(
-                "conversation_already_has_active_response",
-                # OpenAI's words (clients match "already has an active response").
-                "Conversation already has an active response in progress: "
-                f"{self.chart.latest_response_id}. Wait until the response is finished before "
-                "creating a new one.",
-            )
+        refused = self.chart.feed(ev.ResponseRequested())  # rule 3: the chart decides
+        if refused:
+            for effect in refused:
+                self._session_effect(effect)
             return
         if self._tools.refuse(self.settings, params):
             return
@@ -427,7 +420,7 @@ class SessionCore:
         in_conversation = params is None or params.conversation != "none"
         modalities = request.output_modalities
         item_id = self._ids.new("item")
-        chart = ResponseChart(rid, seq, request)
+        chart = ResponseChart(rid, seq)
         message = not request.call_only  # a call alone: no message item at all
         live = LiveResponse(
             chart, seq, item_id, "audio" in modalities, request, message, in_conversation
@@ -445,11 +438,11 @@ class SessionCore:
             rid, announced, previous, modalities, request, in_conversation=in_conversation
         )
         self._out.send_all(output_events(live, started))
-        self._run_session("response_started", response_id=rid)
+        self._run_session(ev.ResponseStarted(rid))
         if adopted is None:
-            self._run_response(rid, "start")
+            self._run_response(rid, rev.Start())
             return
-        self._run_response(rid, "adopt")
+        self._run_response(rid, rev.Adopt())
         if not adopted.started:
             # The cascade: still waiting for the transcript.
             self._history.start_backend(adopted.start, self._now_ms)
@@ -530,8 +523,8 @@ class SessionCore:
             self._history.transcribe(item, self._turns.preempted_transcript(item.id))
 
     # Effects: the one routing point ---------------------------------------------------
-    def _run_session(self, event: str, **kwargs: object) -> None:
-        for effect in self.chart.handle(event, **kwargs):
+    def _run_session(self, event: ev.SessionEvent) -> None:
+        for effect in self.chart.feed(event):
             self._session_effect(effect)
 
     def _session_effect(self, effect: fx.Effect) -> None:
@@ -548,12 +541,12 @@ class SessionCore:
         elif isinstance(effect, fx.CreateResponse):
             self._create_response(None)
         elif isinstance(effect, fx.InterruptResponses):
-            event = "barge_in" if effect.reason == "turn_detected" else "cancel"
+            stop = rev.BargeIn if effect.reason == "turn_detected" else rev.Cancel
             for rid in list(self.live):
-                self._run_response(rid, event, reason=effect.reason)
+                self._run_response(rid, stop(effect.reason))
         elif isinstance(effect, fx.InterruptResponse):
             if effect.response_id in self.live:
-                self._run_response(effect.response_id, "cancel", reason=effect.reason)
+                self._run_response(effect.response_id, rev.Cancel(effect.reason))
             else:
                 self._out.send(self.env.cleared(effect.response_id))
         elif isinstance(effect, fx.AnswerClear):
@@ -588,19 +581,20 @@ class SessionCore:
         elif isinstance(effect, fx.Reject):
             self._out.error(effect.code, effect.message)
 
-    def _run_response(self, rid: str, event: str, **kwargs: object) -> None:
+    def _run_response(self, rid: str, event: rev.ResponseEvent) -> None:
         live = self.live.get(rid)
         if live is None:
             return
-        for effect in live.chart.handle(event, **kwargs):
+        for effect in live.chart.feed(event):
             self._response_effect(live, effect)
         if live.chart.is_terminal:
             self.live.pop(rid, None)
 
     def _response_effect(self, live: LiveResponse, effect: fx.Effect) -> None:
         rid = live.chart.response_id
-        if isinstance(effect, fx.StartBackend):
-            self._history.start_backend(effect, self._now_ms)
+        if isinstance(effect, fx.OpenStream):
+            start = StartBackend(rid, live.seq, live.request)  # the core holds the prompt
+            self._history.start_backend(start, self._now_ms)
         elif isinstance(effect, fx.CancelBackend):
             self._cancel_backend(effect)
         elif isinstance(effect, fx.ForwardOutput):
@@ -620,11 +614,9 @@ class SessionCore:
                 self._history.cut(rid, effect.audio_end_ms, self._now_ms)
             self._write_history(rid)
         elif isinstance(effect, fx.ResponseFinished):
-            self._run_session(
-                "response_finished", response_id=rid, audio_pending=effect.audio_pending
-            )
+            self._run_session(ev.ResponseFinished(rid, effect.audio_pending))
         elif isinstance(effect, fx.ResponseSettled):
-            self._run_session("response_settled", response_id=rid)
+            self._run_session(ev.ResponseSettled(rid))
 
     def _forward(self, live: LiveResponse, chunk: object) -> None:
         rid = live.chart.response_id

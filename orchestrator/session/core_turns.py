@@ -4,7 +4,8 @@
 the input buffer and detector (`UserInput`), the semantic end of turn, the overlap tracker,
 the preemptive response held and the item id promised to the turn being spoken; nobody else
 writes them. It never runs a chart: what the session chart is to hear comes back from each
-method as `ToChart` values, and a response to start as `Respond`, which the core carries out
+method as the chart's own typed events (statecharts/session_events.py), and a response to
+start as `Respond`, which the core carries out
 in order, each before the part goes on (the methods are generators: a chart's commit takes the
 buffer the next VAD event is measured against). Rules (docs/protocol.md), each decided by a
 pure module or a chart:
@@ -32,7 +33,7 @@ pure module or a chart:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from dataclasses import replace as dc_replace
 
@@ -69,18 +70,11 @@ from orchestrator.session.turns.overlap import MAX_PARTIAL_MS, OverlapStep, Over
 from orchestrator.session.turns.preemption import Preemption
 from orchestrator.session.turns.user_input import UserInput
 from statecharts import effects as fx
+from statecharts import session_events as ev
 
-__all__ = ["PreemptHeard", "Respond", "ToChart", "TurnAsk", "Turns"]
+__all__ = ["PreemptHeard", "Respond", "TurnAsk", "Turns"]
 
 SMART_TURN_WINDOW_MS = 8000  # what Smart Turn hears: the turn's last 8 s
-
-
-@dataclass(frozen=True, slots=True)
-class ToChart:
-    """An event for the session chart, which the core sends (and routes its effects)."""
-
-    event: str
-    kwargs: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +82,7 @@ class Respond:
     """Start a response for the turn (the idle timeout answers as OpenAI's does)."""
 
 
-TurnAsk = ToChart | Respond
+TurnAsk = ev.SessionEvent | Respond
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,17 +205,17 @@ class Turns:
                 if words:
                     item_id = self._promised or ""
                     self._out.act(Transcribe(item_id, audio, "end_of_turn", token))
-            yield ToChart("turn_paused")
+            yield ev.TurnPaused()
             return
         if isinstance(event, VadResumed):
             self.end_of_turn.resumed()
-            yield ToChart("speech_resumed")
+            yield ev.SpeechResumed()
             return
         if isinstance(event, VadSpeechStarted):
             self._out.act(self.input.disarm_idle())
             # In pause mode the chart says whether this speech is an overlap
             # (`OverlapSpeechStarted`), and the core hands it back to `overlap_started`.
-            yield ToChart("speech_started", {"audio_start_ms": event.audio_start_ms})
+            yield ev.SpeechStarted(event.audio_start_ms)
             return
         if self.overlap.is_open:
             yield from self._overlap(self.overlap.voiced(self.input.voiced_to_ms, self._now_ms))
@@ -229,8 +223,10 @@ class Turns:
         if cause is None:
             cause = self.end_of_turn.cause_of_silence_stop() if self._semantic else "silence"
         self._out.note(TurnEnded(cause))
-        facts = {"audio_end_ms": event.audio_end_ms, "buffered_ms": self.input.buffered_ms}
-        yield ToChart("speech_stopped", {**facts, **self.overlap_facts()})
+        facts = self.overlap.facts()
+        yield ev.SpeechStopped(
+            event.audio_end_ms, self.input.buffered_ms, facts.speech_ms, facts.heard, facts.waited
+        )
 
     def overlap_started(self, audio_start_ms: int) -> Iterator[TurnAsk]:
         """The chart heard speech over a paused reply (`OverlapSpeechStarted`)."""
@@ -293,7 +289,8 @@ class Turns:
         elif fired.kind == "overlap_grace":
             yield from self._overlap(self.overlap.grace_over(fired.token))
         elif fired.kind == "overlap_resume" and self.overlap.resume_due(fired.token):
-            yield ToChart("resume_timer", self.overlap_facts())
+            facts = self.overlap.facts()
+            yield ev.ResumeTimer(facts.speech_ms, facts.heard, facts.waited)
 
     def _idle_timeout(self) -> Iterator[TurnAsk]:
         # The id the following commit creates (now, or the next turn's if the buffer is empty).
@@ -307,8 +304,7 @@ class Turns:
         )
         # As OpenAI does: commit what the buffer holds (if anything), then answer.
         if self.input.buffered_ms > 0:
-            commit = {"buffered_ms": self.input.buffered_ms, "create_response": False}
-            yield ToChart("commit", commit)
+            yield ev.Commit(self.input.buffered_ms, create_response=False)
         yield Respond()
 
     # Preemptive responses -----------------------------------------------------------------
@@ -349,9 +345,9 @@ class Turns:
         if held is None or (event.response_id, event.seq) != (held.response_id, held.seq):
             return None
         if isinstance(event, BackendFailed):
-            return [ToChart("preempt_failed", {"reason": "failed"})]
+            return [ev.PreemptFailed("failed")]
         if not held.hold(event):
-            return [ToChart("preempt_failed", {"reason": "overflow"})]
+            return [ev.PreemptFailed("overflow")]
         return []
 
     def preempt_transcript(self, ready: TranscriptReady) -> PreemptHeard:
@@ -360,7 +356,7 @@ class Turns:
         held = self.preemption
         if held is not None and ready.token == held.transcript_token:
             if ready.transcript is None:
-                return PreemptHeard(asks=[ToChart("preempt_failed", {"reason": "failed"})])
+                return PreemptHeard(asks=[ev.PreemptFailed("failed")])
             if not held.started:
                 held.transcript = ready.transcript
                 return PreemptHeard(start=True)
@@ -393,14 +389,11 @@ class Turns:
             self._out.act(Transcribe(item_id, audio, "overlap", step.ask))
         self._out.act_all(step.timers)
         if step.judge:
-            yield ToChart("overlap_heard", self.overlap_facts())
+            facts = self.overlap.facts()
+            yield ev.OverlapHeard(facts.speech_ms, facts.heard, facts.waited)
 
     def overlap_transcribed(self, ready: TranscriptReady) -> Iterator[TurnAsk]:
         return self._overlap(self.overlap.transcribed(ready.token, ready.transcript))
-
-    def overlap_facts(self) -> dict[str, object]:
-        facts = self.overlap.facts()
-        return {"speech_ms": facts.speech_ms, "heard": facts.heard, "waited": facts.waited}
 
     def overlap_decided(self, effect: fx.OverlapDecided) -> None:
         facts = self.overlap.facts()
