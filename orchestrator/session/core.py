@@ -42,7 +42,6 @@ from orchestrator.protocol.errors import ProtocolError
 from orchestrator.protocol.session_config import (
     AudioFormat,
     Interruption,
-    RetentionRatio,
     SemanticVad,
     SessionConfig,
 )
@@ -242,11 +241,10 @@ class SessionCore:
                 self._response_effect(live, effect)
         elif isinstance(event, BackendDone):
             live.output_tokens = event.output_tokens
-            if not live.audio or live.audio_ms == 0 or live.unaligned_text:
-                self.ledger.set_transcript(rid, "".join(live.text_parts))
-            if self.ledger.finish(rid, self._now_ms) is not None:
-                self._write_history(rid)  # the `generated` basis: heard once generated
-            pending = self.ledger.pending_audio(rid, self._now_ms)
+            # Text that no audio carries is heard only as the whole reply's transcript.
+            text_only = not live.audio or live.audio_ms == 0 or live.unaligned_text
+            transcript = "".join(live.text_parts) if text_only else None
+            pending = self._history.generated(rid, transcript, live.audio, self._now_ms)
             self._run_response(rid, rev.Complete(pending))
             if pending:
                 self._history.arm_playout(rid)
@@ -287,7 +285,7 @@ class SessionCore:
         elif isinstance(event, ce.InputAudioBufferCommit):
             self._run_session(ev.Commit(self.buffered_ms, event.final, event.create_response))
         elif isinstance(event, ce.InputAudioBufferClear):
-            self.input.clear()
+            self._turns.clear_input()
             self._run_session(ev.ClearInput())
             self._out.send(self.env.input_cleared())
         elif isinstance(event, ce.ConversationItemCreate):
@@ -325,10 +323,7 @@ class SessionCore:
             return
         # A tool choice is checked against the tools when a response starts (core_tools.py).
         self.settings = self.settings.apply(event.session)
-        truncation = self.settings.truncation
-        self.conversation.retention = (
-            truncation.retention_ratio if isinstance(truncation, RetentionRatio) else None
-        )
+        self._history.configure(self.settings.truncation)
         vad = self.settings.turn_detection
         policy = vad.policy if vad is not None else Interruption()
         self.chart.configure(
@@ -349,7 +344,7 @@ class SessionCore:
         if rid in self.live:
             self._run_response(rid, rev.Truncate(audio_end_ms))
         else:
-            self.ledger.cut(rid, audio_end_ms)
+            self._history.cut(rid, audio_end_ms, self._now_ms)
             self._write_history(rid)
         self._run_session(ev.Truncate(rid))  # ends a pause of it (pause mode)
         self._out.send(self.env.item_truncated(item_id, content_index, audio_end_ms))
@@ -377,7 +372,7 @@ class SessionCore:
             return
         for rid, live in list(self.live.items()):
             if live.chart.is_live and not live.chart.is_generating:
-                if self.ledger.played_out(rid, self._now_ms):
+                if self._history.played_out(rid, self._now_ms):
                     self._run_response(rid, rev.Played())
 
     def _write_history(self, rid: str) -> None:
@@ -406,7 +401,7 @@ class SessionCore:
             return
         if self._tools.refuse(self.settings, params):
             return
-        self.conversation.prune()
+        self._history.prune()
         if adopted is not None:
             request, rid, seq = adopted.start.request, adopted.response_id, adopted.seq
         else:
@@ -428,11 +423,9 @@ class SessionCore:
         if live.audio and self.settings.output_format.type != "audio/pcm":
             live.encoder = OutputAudio(self.settings.output_format)
         self.live[rid] = live
-        for evicted in self.ledger.open(rid, item_id):
-            self._forget(evicted)
-        previous = self._history.last_item_id()
-        if message and in_conversation:
-            self.conversation.open_reply(item_id, rid)
+        evicted, previous = self._history.open_reply(rid, item_id, message and in_conversation)
+        for old in evicted:
+            self._forget(old)
         announced = item_id if message else None
         started = self.env.response_started(
             rid, announced, previous, modalities, request, in_conversation=in_conversation
@@ -486,7 +479,7 @@ class SessionCore:
     def _preempt(self) -> None:
         """`StartPreemptive`: a response on the turn so far, held by the turn part."""
         item_id = self._turns.promise_item_id()  # the turn's commit creates this item
-        turn = conv.Item(item_id, "user", self.input.peek())
+        turn = conv.Item(item_id, "user", self._turns.input.peek())
         request = self._request(None, (*self.conversation.prompt_view().items, turn))
         start = StartBackend(self._ids.new("resp"), self.fence.issue(), request)
         if self._turns.preempt(start, item_id):
@@ -552,10 +545,10 @@ class SessionCore:
         elif isinstance(effect, fx.AnswerClear):
             self._out.send(self.env.cleared(effect.response_id or ""))
         elif isinstance(effect, fx.PauseOutput):
-            self.ledger.pause(effect.response_id, self._now_ms)
+            self._history.pause(effect.response_id, self._now_ms)
             self._out.send(se.OutputAudioBufferPaused(response_id=effect.response_id))
         elif isinstance(effect, fx.ResumeOutput):
-            self.ledger.resume(effect.response_id, self._now_ms)
+            self._history.resume(effect.response_id, self._now_ms)
             if effect.response_id in self.live:
                 self._history.arm_playout(effect.response_id)
             self._out.send(se.OutputAudioBufferResumed(response_id=effect.response_id))
@@ -564,7 +557,7 @@ class SessionCore:
         elif isinstance(effect, fx.OverlapSpeechStopped):
             self._ask(self._turns.overlap_stopped(effect.audio_end_ms))
         elif isinstance(effect, fx.HearByAcknowledgement):
-            for rid in self.ledger.acknowledge(effect.response_id):
+            for rid in self._history.hear_by_acknowledgement(effect.response_id):
                 self._write_history(rid)  # back to the empty boundary until rule 5 settles it
         elif isinstance(effect, fx.OverlapDecided):
             self._turns.overlap_decided(effect)
@@ -606,7 +599,7 @@ class SessionCore:
             self._tools.end_output(live, effect.status, effect.reason)
             live.encoder = None
             if effect.status == "completed" and live.call is None:
-                self._turns.arm_idle(self.ledger.generated_ms(rid) if rid in self.ledger else 0)
+                self._turns.arm_idle(self._history.generated_ms(rid))
         elif isinstance(effect, fx.CommitCall):
             self._tools.commit_call(live)
         elif isinstance(effect, fx.CommitHistory):
@@ -627,7 +620,7 @@ class SessionCore:
         elif isinstance(chunk, BackendAudio):
             ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
             live.audio_ms += ms
-            self.ledger.append(rid, ms, chunk.text, self._now_ms)
+            self._history.append_audio(rid, ms, chunk.text, self._now_ms)
             if chunk.text:
                 live.text_parts.append(chunk.text)
             # The ledger counts pcm16 ms; only the bytes the client gets change (G.711 at 8 kHz,

@@ -31,7 +31,12 @@ import numpy as np
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol.errors import duplicate_item
-from orchestrator.protocol.session_config import AudioFormat, SessionConfig
+from orchestrator.protocol.session_config import (
+    AudioFormat,
+    RetentionRatio,
+    SessionConfig,
+    Truncation,
+)
 from orchestrator.session.actions import ArmTimer, CancelTimer, StartBackend, Transcribe
 from orchestrator.session.audio import decode_input
 from orchestrator.session.core_outbox import Ids, Outbox
@@ -72,7 +77,25 @@ class History:
         self._wait = TranscriptWait(config.transcript_wait_ms)
         self._playout_token = 0
 
+    def configure(self, truncation: Truncation) -> None:
+        """A `session.update`'s truncation: its retention ratio, or rule 6 as is."""
+        self.conversation.retention = (
+            truncation.retention_ratio if isinstance(truncation, RetentionRatio) else None
+        )
+
     # Items --------------------------------------------------------------------------------
+    def prune(self) -> None:
+        self.conversation.prune()
+
+    def open_reply(self, rid: str, item_id: str, slot: bool) -> tuple[list[str], str | None]:
+        """A new reply's ledger entry (and its empty history slot when `slot`): the replies
+        evicted from the ledger, and the item the reply follows."""
+        evicted = list(self.ledger.open(rid, item_id))
+        previous = self.last_item_id()
+        if slot:
+            self.conversation.open_reply(item_id, rid)
+        return evicted, previous
+
     def last_item_id(self) -> str | None:
         items = self.conversation.items
         return items[-1].id if items else None
@@ -285,6 +308,34 @@ class History:
         return self.ledger.ack(
             event.response_id, event.played_ms, event.item_id, bool(event.truncate)
         )
+
+    def append_audio(self, rid: str, ms: int, text: str, now_ms: int) -> None:
+        self.ledger.append(rid, ms, text, now_ms)
+
+    def generated(self, rid: str, transcript: str | None, audio: bool, now_ms: int) -> bool:
+        """The reply is generated (`transcript`: its text when no audio carries it); the
+        `generated` basis hears it now. True when its audio is still to be played."""
+        if transcript is not None:
+            self.ledger.set_transcript(rid, transcript)
+        if self.ledger.finish(rid, now_ms) is not None:
+            self.write(rid, audio)  # the `generated` basis: heard once generated
+        return self.ledger.pending_audio(rid, now_ms)
+
+    def generated_ms(self, rid: str) -> int:
+        return self.ledger.generated_ms(rid) if rid in self.ledger else 0
+
+    def pause(self, rid: str, now_ms: int) -> None:
+        self.ledger.pause(rid, now_ms)
+
+    def resume(self, rid: str, now_ms: int) -> None:
+        self.ledger.resume(rid, now_ms)
+
+    def played_out(self, rid: str, now_ms: int) -> bool:
+        return self.ledger.played_out(rid, now_ms)
+
+    def hear_by_acknowledgement(self, rid: str) -> tuple[str, ...]:
+        """From now on ACKs decide (rule 5): the replies to write back to their boundary."""
+        return self.ledger.acknowledge(rid)
 
     def cut(self, rid: str, audio_end_ms: int | None, now_ms: int) -> None:
         """Cut a reply at `audio_end_ms`, or at the playback cursor when None."""

@@ -6,37 +6,37 @@ owns nothing that another part writes: it reads the settings it is given, writes
 history slot through the conversation's own methods, and says everything through the outbox.
 Rules
 (docs/protocol.md "Function calling"):
-- Tools in force: `response.create`'s `tools` / `tool_choice` where given, the session's
-  otherwise. Whether the choice fits the tools (`required` needs one, a named function must be
-  among them) is checked when a response starts, as OpenAI does, not at `session.update`: a
-  client may send the choice before its tools (LiveKit Agents does). A response whose choice
-  fits no tool in force does not start: `invalid_value` naming where the choice came from
-  (`response.tool_choice`, `response.tools` or `session.tool_choice`; `choice_problem`; the
-  tools themselves were checked at the edge).
-- Output items: a reply that is a call alone (`required`, or a named function) announces no
-  message: its call is output 0. Otherwise the message is output 0 from the start, as without
-  tools, and a call the model makes is output 1. The call's first piece closes the message
-  (its `.done` events, completed: nothing is spoken after a call starts) and announces the
-  call (`response.output_item.added`, `conversation.item.added`); every piece of arguments is
-  a `response.function_call_arguments.delta`. Text or audio after a call started, or in a
-  reply that is a call alone, is dropped (the pipeline contract allows neither).
-- Fencing and one terminal, unchanged: a call's pieces are its response chart's `output`,
-  forwarded only while generating (rule 2), and the one terminal closes the call: complete
-  (`response.function_call_arguments.done`, the item `completed`) only by `complete`;
-  cancelled, cut or failed, its item is `incomplete` and no `arguments.done` is sent, since
-  the arguments so far are no call to run.
-- History (rule 5 for calls): the call's slot is opened empty (an empty boundary) when the
-  call starts, right after the response's message, and is filled with the call at
-  `CommitCall`, which the chart emits only at `complete` (a call has no audio: heard once
-  complete). A call cut short stays the empty boundary: no prompt ever sees it. Retrieving
-  the item while the call streams shows the call so far.
-- The client's `function_call` and `function_call_output` items are history as they come (an
-  unknown `call_id` is accepted, as OpenAI does; a `function_call` without one is given one).
-  They belong to the turn they follow and are pruned with it
-  (orchestrator/session/history/conversation.py).
-- A response that ended with a complete call arms no idle timer: the client is running the
-  function; its output and a `response.create` follow.
-- A `call_id` is `call_` and 16 random letters and digits, like OpenAI's.
+1. Tools in force: `response.create`'s `tools` / `tool_choice` where given, the session's
+   otherwise. Whether the choice fits the tools (`required` needs one, a named function must be
+   among them) is checked when a response starts, as OpenAI does, not at `session.update`: a
+   client may send the choice before its tools (LiveKit Agents does). A response whose choice
+   fits no tool in force does not start: `invalid_value` naming where the choice came from
+   (`response.tool_choice`, `response.tools` or `session.tool_choice`; `choice_problem`; the
+   tools themselves were checked at the edge).
+2. Output items: a reply that is a call alone (`required`, or a named function) announces no
+   message: its call is output 0. Otherwise the message is output 0 from the start, as without
+   tools, and a call the model makes is output 1. The call's first piece closes the message
+   (its `.done` events, completed: nothing is spoken after a call starts) and announces the
+   call (`response.output_item.added`, `conversation.item.added`); every piece of arguments is
+   a `response.function_call_arguments.delta`. Text or audio after a call started, or in a
+   reply that is a call alone, is dropped (the pipeline contract allows neither).
+3. Fencing and one terminal, unchanged: a call's pieces are its response chart's `output`,
+   forwarded only while generating (rule 2), and the one terminal closes the call: complete
+   (`response.function_call_arguments.done`, the item `completed`) only by `complete`;
+   cancelled, cut or failed, its item is `incomplete` and no `arguments.done` is sent, since
+   the arguments so far are no call to run.
+4. History (rule 5 for calls): the call's slot is opened empty (an empty boundary) when the
+   call starts, right after the response's message, and is filled with the call at
+   `CommitCall`, which the chart emits only at `complete` (a call has no audio: heard once
+   complete). A call cut short stays the empty boundary: no prompt ever sees it. Retrieving
+   the item while the call streams shows the call so far.
+5. The client's `function_call` and `function_call_output` items are history as they come (an
+   unknown `call_id` is accepted, as OpenAI does; a `function_call` without one is given one).
+   They belong to the turn they follow and are pruned with it
+   (orchestrator/session/history/conversation.py).
+6. A response that ended with a complete call arms no idle timer: the client is running the
+   function; its output and a `response.create` follow.
+7. A `call_id` is `call_` and 16 random letters and digits, like OpenAI's.
 """
 
 from __future__ import annotations

@@ -5,29 +5,29 @@ the input buffer and detector (`UserInput`), the semantic end of turn, the overl
 the preemptive response held and the item id promised to the turn being spoken; nobody else
 writes them. It never runs a chart: what the session chart is to hear comes back from each
 method as the chart's own typed events (statecharts/session_events.py), and a response to
-start as `Respond`, which the core carries out
-in order, each before the part goes on (the methods are generators: a chart's commit takes the
-buffer the next VAD event is measured against). Rules (docs/protocol.md), each decided by a
+start as `Respond`, which the core carries out in order, each before the part goes on (the
+methods are generators: a chart's commit takes the buffer the next VAD event is measured
+against). Rules (docs/protocol.md), each decided by a
 pure module or a chart:
-- Turn detection: appends are decoded and cut here (`DetectSpeech`); the probabilities come
-  back as an input and the `TurnDetector` decides; every commit or clear resets it, so a turn
-  in progress never outlives the buffer that held it. A VAD outage is told once per outage.
-- Semantic end of turn ("Semantic end of turn and preemptive responses"): at each candidate
-  pause the turn so far is sent to the `turn` model (`PredictTurn`); its answer goes to the
-  pure `EndOfTurn`, which says whether the turn ends now (the detector is told: `end_turn`)
-  and, in an outage, puts the silence rule back (one error per outage; a broken answer, NaN,
-  counts as none). Each turn's end is noted with its cause (`TurnEnded`, metrics only).
-- Preemptive responses: the session chart starts (`StartPreemptive`), drops and adopts them;
-  the `Preemption` here holds a started stream's output until its turn is committed, and an
-  adopted one becomes the turn's response after `committed`, its held output replayed in
-  order. The cascade's preemption hears the turn's transcript, asked at the pause.
-- The idle timer (`idle_timeout_ms`) is the detector's: armed when a completed reply's audio
-  will have finished playing, disarmed by speech or a new response, asked for with `ArmTimer`;
-  `timeout_triggered` names the item that the following commit creates.
-- Pause mode ("Interruption policy"): the `OverlapTracker` measures the speech over a paused
-  reply, asks for its partial transcripts (`Transcribe` with purpose `overlap` and a token;
-  never shown to the client) and arms its timers; every fact it has is handed to the session
-  chart, which decides. The decision's event carries what was measured and heard.
+1. Turn detection: appends are decoded and cut here (`DetectSpeech`); the probabilities come
+   back as an input and the `TurnDetector` decides; every commit or clear resets it, so a turn
+   in progress never outlives the buffer that held it. A VAD outage is told once per outage.
+2. Semantic end of turn ("Semantic end of turn and preemptive responses"): at each candidate
+   pause the turn so far is sent to the `turn` model (`PredictTurn`); its answer goes to the
+   pure `EndOfTurn`, which says whether the turn ends now (the detector is told: `end_turn`)
+   and, in an outage, puts the silence rule back (one error per outage; a broken answer, NaN,
+   counts as none). Each turn's end is noted with its cause (`TurnEnded`, metrics only).
+3. Preemptive responses: the session chart starts (`StartPreemptive`), drops and adopts them;
+   the `Preemption` here holds a started stream's output until its turn is committed, and an
+   adopted one becomes the turn's response after `committed`, its held output replayed in
+   order. The cascade's preemption hears the turn's transcript, asked at the pause.
+4. The idle timer (`idle_timeout_ms`) is the detector's: armed when a completed reply's audio
+   will have finished playing, disarmed by speech or a new response, asked for with `ArmTimer`;
+   `timeout_triggered` names the item that the following commit creates.
+5. Pause mode ("Interruption policy"): the `OverlapTracker` measures the speech over a paused
+   reply, asks for its partial transcripts (`Transcribe` with purpose `overlap` and a token;
+   never shown to the client) and arms its timers; every fact it has is handed to the session
+   chart, which decides. The decision's event carries what was measured and heard.
 """
 
 from __future__ import annotations
@@ -142,6 +142,10 @@ class Turns:
         item_id = self.promise_item_id()
         self._promised = None
         return item_id, self.input.take()
+
+    def clear_input(self) -> None:
+        """`input_audio_buffer.clear`: the buffer is emptied (the promise stands)."""
+        self.input.clear()
 
     def drop_input(self) -> None:
         """A resumed overlap never becomes a turn (its promised id neither)."""
