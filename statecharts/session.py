@@ -203,8 +203,8 @@ def _nothing_live(
     return rows
 
 
-# Pause mode's one decision, by the event that leaves `paused` (`resume_timer`'s reason is
-# what was heard: `_resume_reason`).
+# Pause mode's one decision, by the event that leaves `paused` (`resume_timer` resumes, its
+# reason what was heard: `_resume_reason`).
 _DECISIONS: dict[str, tuple[OverlapDecisionKind, OverlapReason]] = {
     "overlap_heard": ("interrupt", "speech"),
     "speech_stopped": ("interrupt", "speech"),
@@ -562,9 +562,13 @@ class SessionChart(Chart):
     # Pause mode: one decision per pause, emitted on leaving `paused` (whatever the event).
     def on_exit_paused(self, event: str, speech_ms: int = 0, heard: Heard = "nothing") -> None:
         assert self.latest_response_id is not None  # paused only while a response is latest
-        decision, reason = _DECISIONS.get(str(event), ("resume", "short"))
+        decision: OverlapDecisionKind
+        reason: OverlapReason
         if str(event) == "resume_timer":
-            reason = self._resume_reason(speech_ms, heard)
+            decision, reason = "resume", self._resume_reason(speech_ms, heard)
+        else:
+            # A way out of `paused` without its decision in the table is a bug: KeyError.
+            decision, reason = _DECISIONS[str(event)]
         self.emit(OverlapDecided(self.latest_response_id, decision, reason))
 
     def _resume_reason(self, speech_ms: int, heard: Heard) -> OverlapReason:
