@@ -13,7 +13,7 @@ Rules (besides `fuzzing.checks`):
   so no probe is needed to tell answers apart; a probe still follows every input and must
   get its one `item_retrieve_invalid_item_id` (the session keeps working).
 - The core never raises (on a live server that is a 1011) and never ends the session
-  (`EndSession`) because of a client message.
+  (`SessionEnd`) because of a client message.
 - At the end, the stand-ins deliver what is still due (in half the sessions), then either
   the session is asked to close (`CloseRequested`: expiry or a server drain) and must send
   the reason's error, end every running response and ask for the close code; or every
@@ -43,7 +43,7 @@ from orchestrator.protocol import server as se
 from orchestrator.protocol.client import SessionEventAck, SessionResume
 from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
 from orchestrator.service.config import ServiceConfig
-from orchestrator.session.actions import Action, EndSession
+from orchestrator.session.actions import Action, SessionEnd
 from orchestrator.session.core import CoreConfig, CoreInput, SessionCore, Step
 from orchestrator.session.inputs import CloseReason, CloseRequested
 
@@ -232,7 +232,7 @@ class MemoryRunner:
         codes = [e.get("error", {}).get("code") for e in events if e.get("type") == "error"]
         if codes != [reason]:
             fail("closing tells the client why", f"{reason} closed with errors {codes}", None)
-        ends = [a for a in session.actions if isinstance(a, EndSession)]
+        ends = [a for a in session.actions if isinstance(a, SessionEnd)]
         if [e.code for e in ends] != [_CLOSE_CODES[reason]]:
             fail("closing ends the session", f"{reason} asked for {ends}", None)
         if session.log.running:

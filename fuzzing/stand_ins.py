@@ -33,8 +33,8 @@ from orchestrator.session.actions import (
     CancelBackend,
     CancelTimer,
     DetectSpeech,
-    EndSession,
     PredictTurn,
+    SessionEnd,
     StartBackend,
     Transcribe,
 )
@@ -70,7 +70,7 @@ class StandIns:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.now_ms = 0
-        self.ended: EndSession | None = None
+        self.ended: SessionEnd | None = None
         self.problems: list[str] = []
         self.started: set[str] = set()
         self._streams: dict[str, deque[BackendEvent]] = {}
@@ -101,7 +101,7 @@ class StandIns:
                 self._timers[action.kind] = action
             elif isinstance(action, CancelTimer):
                 self._drop_timer(action.kind)
-            elif isinstance(action, EndSession):
+            elif isinstance(action, SessionEnd):
                 self.ended = action
 
     def _start(self, start: StartBackend) -> None:

@@ -3,28 +3,24 @@
 Charts decide; they never act. Entering a state or taking a transition appends one of these
 values to the chart's outbox. The session core drains the outbox after every event and
 performs each effect in order (build a server event, write history, hand the session chart a
-response's finish), and passes `StartBackend` / `CancelBackend` on to the session actor as
-they are: one vocabulary from chart to actor (docs/protocol.md).
+response's finish). `OpenStream` is the core's to turn into the `StartBackend` action (it
+holds the request: a chart carries no prompt); `CancelBackend` goes on to the session actor
+as it is. Nothing here imports the orchestrator: the charts are the lowest layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from typing import Literal
 
-if TYPE_CHECKING:
-    from orchestrator.session.actions import InferenceRequest
+from statecharts.vocabulary import OverlapDecisionKind, OverlapReason, TerminalStatus
 
-ResponseStatus = Literal["completed", "cancelled", "failed", "incomplete"]
 HistoryMode = Literal["full", "cut"]
-RejectCode = Literal["input_audio_buffer_commit_empty", "response_cancel_not_active"]
-# What the overlap's latest partial transcript says (orchestrator/session/turns/overlap.py): none
-# back yet,
-# words that are not backchannels, only backchannels, or nothing at all (noise).
-Heard = Literal["nothing", "words", "backchannel", "noise"]
-OverlapDecision = Literal["interrupt", "resume"]
-OverlapReason = Literal["speech", "client", "closed", "short", "backchannel", "noise"]
+RejectCode = Literal[
+    "input_audio_buffer_commit_empty",
+    "response_cancel_not_active",
+    "conversation_already_has_active_response",
+]
 # Why a preemptive response was dropped (statecharts/session.py, preemption region).
 PreemptDropReason = Literal[
     "speech_resumed",
@@ -38,14 +34,12 @@ PreemptDropReason = Literal[
 
 
 @dataclass(frozen=True, slots=True)
-class StartBackend:
-    """Open the backend stream for a response: fence number `seq`, the pruned prompt, and the
-    transcripts of its user audio known when it starts (the cascade hears through them)."""
+class OpenStream:
+    """Open the backend stream for a response with fence number `seq` (the core builds the
+    `StartBackend` action from the response's request)."""
 
     response_id: str
     seq: int
-    request: InferenceRequest
-    transcripts: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +86,7 @@ class SendResponseDone:
     """Send the one `response.done` of a response (rule 3)."""
 
     response_id: str
-    status: ResponseStatus
+    status: TerminalStatus
     reason: str | None = None
 
 
@@ -193,8 +187,24 @@ class OverlapDecided:
     """The one `overlap.decision` of an overlap; the core adds what was measured and heard."""
 
     response_id: str
-    decision: OverlapDecision
+    decision: OverlapDecisionKind
     reason: OverlapReason
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapSpeechStarted:
+    """Pause mode: speech over the paused reply started (the pause's first, or speech after
+    the held overlap's): the core measures it (orchestrator/session/turns/overlap.py)."""
+
+    audio_start_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapSpeechStopped:
+    """Pause mode: the overlap's speech stopped and is held, undecided: the core arms the
+    resume timer from where it ended."""
+
+    audio_end_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +279,7 @@ class EndUnattended:
 
 
 Effect = (
-    StartBackend
+    OpenStream
     | CancelBackend
     | ResponseFinished
     | ResponseSettled
@@ -289,6 +299,8 @@ Effect = (
     | PauseOutput
     | ResumeOutput
     | OverlapDecided
+    | OverlapSpeechStarted
+    | OverlapSpeechStopped
     | DropInput
     | HearByAcknowledgement
     | StartPreemptive

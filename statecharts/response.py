@@ -24,7 +24,7 @@ Rules it guarantees (docs/protocol.md):
   Every other way out of `generating` (barge-in, cancel, truncate, failure) ends the response
   without it, so a call cut before its arguments were complete never reaches the history.
 - Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
-- An adopted preemptive response (`adopt`) starts generating without `StartBackend`: its
+- An adopted preemptive response (`adopt`) starts generating without `OpenStream`: its
   stream was started before its turn was committed (orchestrator/session/turns/preemption.py); from
   then on
   every rule above applies to it as to any response.
@@ -36,8 +36,6 @@ Rules it guarantees (docs/protocol.md):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from statemachine import State
 
 from statecharts.base import Chart
@@ -48,20 +46,18 @@ from statecharts.effects import (
     Effect,
     ForwardOutput,
     HistoryMode,
+    OpenStream,
     ResponseFinished,
     ResponseSettled,
     SendCleared,
     SendResponseDone,
-    StartBackend,
 )
-
-if TYPE_CHECKING:
-    from orchestrator.session.actions import InferenceRequest
+from statecharts.response_events import ResponseEvent
 
 
 class ResponseChart(Chart):
-    """One response. `response_id` names it in every effect; `seq` is its fence number and
-    `request` the prompt it starts with (both only carried into `StartBackend`)."""
+    """One response. `response_id` names it in every effect; `seq` is its fence number (only
+    carried into `OpenStream` and `CancelBackend`)."""
 
     created = State(initial=True)
     generating = State()
@@ -92,10 +88,9 @@ class ResponseChart(Chart):
     )
     fail = created.to(failed, on="_on_fail") | generating.to(failed, on="_on_fail")
 
-    def __init__(self, response_id: str, seq: int, request: InferenceRequest) -> None:
+    def __init__(self, response_id: str, seq: int) -> None:
         self.response_id = response_id
         self.seq = seq
-        self.request = request
         self.status: str | None = None
         super().__init__()
 
@@ -119,7 +114,7 @@ class ResponseChart(Chart):
         self.emit(CancelBackend(self.response_id, self.seq))
 
     def _on_start(self) -> None:
-        self.emit(StartBackend(self.response_id, self.seq, self.request))
+        self.emit(OpenStream(self.response_id, self.seq))
 
     def _on_output(self, chunk: object) -> None:
         self.emit(ForwardOutput(self.response_id, chunk))
@@ -178,6 +173,10 @@ class ResponseChart(Chart):
         self._done("failed", reason)
         self._finished(audio_pending=False)
         self._commit("cut")
+
+    def feed(self, event: ResponseEvent) -> list[Effect]:
+        """Feed one of this chart's typed events (statecharts/response_events.py)."""
+        return self._feed(event)
 
     # Queries --------------------------------------------------------------------------
     @property

@@ -21,6 +21,9 @@ Rules it guarantees (docs/protocol.md):
   older response emits `InterruptResponse` for that one, and the output region does not move.
   A clear of the latest response with nothing live is still answered (`AnswerClear`): the
   client's buffer is empty now.
+- Rule 3: one active response at a time: `response_requested` (the client's `response.create`,
+  a VAD turn's response, an adopted preemptive one) while the latest response is generating
+  (paused or not) is refused (`Reject("conversation_already_has_active_response")`).
 - Rule 3: a `cancel` with nothing live (no live latest response, and the named one, if any,
   not live either) is rejected (`Reject("response_cancel_not_active")`), like the empty commit.
 - `close` (the session ends: expiry, drain) interrupts the latest response only while it is
@@ -30,6 +33,8 @@ Rules it guarantees (docs/protocol.md):
   `response_finished` / `response_settled`: nothing keeps the two charts in step by hand.
 - The vllm-omni commit bridge: a commit with `final=False` is acknowledged and ignored.
 - A commit with no audio is rejected (`Reject`), never a silent empty turn (rule 7).
+- `clear` and `cancel` are built from the same rows (`_client_stop`); guards on where the
+  chart is are SCXML's `In()`, settings are attribute guards.
 - Each region is in exactly one state at a time. Self-transitions of atomic states are
   external: python-statemachine 3.2's internal self-transition of an atomic state in one
   region re-enters the other region's initial state (a corrupt configuration).
@@ -67,8 +72,8 @@ Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption polic
   is cancelled: the backend goes on and its deltas still flow (the client queues them), so no
   audio is lost on resume. A reply that finishes generating while paused moves to
   `paused_draining` and drains normally after a resume.
-- Exactly one `OverlapDecided` per pause: every transition that leaves `paused` emits one,
-  and only those do.
+- Exactly one `OverlapDecided` per pause: `paused`'s exit emits it (its decision and reason
+  by the event that leaves, `_DECISIONS`), so every way out emits one and nothing else does.
 - Interrupt (`reason="speech"`): `overlap_heard` with `sounds_like_interruption` (the speech
   lasted `min_speech_ms` and its partial holds other words than backchannels, or none came
   back within the grace: `waited`), or `speech_stopped` with `ends_turn` (long enough, not
@@ -79,7 +84,7 @@ Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption polic
   the next user turn, its response per session config); a resume drops it (`DropInput`).
 - Resume: `resume_timer` (the core arms it when the speech stopped; new speech cancels it,
   and `speech_started` takes `held` back to `user_speaking`: the same overlap goes on), guard
-  `input_held`, back to the sub-state's origin (`generating`, `draining` or `idle`) with
+  `In('held')`, back to the sub-state's origin (`generating`, `draining` or `idle`) with
   `OverlapDecided("resume", short | backchannel | noise)` and `ResumeOutput`.
 - The client ends a pause as in v1: `clear`, `cancel` (of the latest), `truncate` and a
   `commit` leave `paused` for `interrupted` with `OverlapDecided("interrupt", "client")`
@@ -92,9 +97,10 @@ Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption polic
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from statemachine import State
+from statemachine.transition_list import TransitionList
 
 from statecharts.base import Chart
 from statecharts.effects import (
@@ -106,21 +112,110 @@ from statecharts.effects import (
     CreateResponse,
     DropInput,
     DropPreemptive,
+    Effect,
     HearByAcknowledgement,
-    Heard,
     InterruptResponse,
     InterruptResponses,
     OverlapDecided,
-    OverlapReason,
+    OverlapSpeechStarted,
+    OverlapSpeechStopped,
     PauseOutput,
     PreemptDropReason,
     Reject,
     ResumeOutput,
     StartPreemptive,
 )
+from statecharts.session_events import SessionEvent
+from statecharts.vocabulary import (
+    Heard,
+    InterruptionMode,
+    OverlapDecisionKind,
+    OverlapReason,
+    TurnMode,
+)
 
-TurnDetection = Literal["server_vad", "semantic_vad", "manual"]
-InterruptionMode = Literal["immediate", "pause"]
+# The helpers below take the states a class body declares (typed Any: the library builds them
+# from class statements, which mypy sees as classes).
+# Guards on where the chart is, as the library intends (SCXML's `In()`).
+OVERLAP = "In('paused')"
+HELD = "In('held')"
+SPEAKING = "In('user_speaking')"
+
+
+def _held_is_next_turn(held: Any, committed: Any) -> TransitionList:
+    """A client's clear, cancel or truncate of the latest response while the overlap's
+    speech is held: the speech is the next user turn."""
+    rows: TransitionList = held.to(committed, cond="targets_latest")
+    return rows
+
+
+def _resume(
+    paused: Any, generating: Any, draining: Any, idle: Any, cond: str | None = None
+) -> TransitionList:
+    """Leave the pause back to the sub-state's origin (the decision is the pause's exit)."""
+    conds = [cond] if cond else []
+    rows: TransitionList = (
+        paused.paused_generating.to(generating, cond=conds, on="_on_resumed")
+        | paused.paused_draining.to(draining, cond=conds, on="_on_resumed")
+        | paused.paused_settled.to(idle, cond=conds, on="_on_resumed")
+    )
+    return rows
+
+
+def _client_stop(
+    paused: Any,
+    generating: Any,
+    draining: Any,
+    idle: Any,
+    interrupted: Any,
+    *,
+    settled: str,
+) -> TransitionList:
+    """Rule 4's rows that `clear` and `cancel` share: the latest live response is stopped;
+    an older one named is stopped alone and the output region stays; `settled` answers the
+    latest when paused with nothing live."""
+    rows: TransitionList = (
+        generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+        | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+        | paused.paused_settled.to(interrupted, cond="targets_latest", on=settled)
+        | paused.to(interrupted, cond="targets_latest", on="_on_clear_latest")
+        | generating.to.itself(on="_on_clear_older")
+        | draining.to.itself(on="_on_clear_older")
+        # Another response named: the pause stays in its own sub-state (rule 4).
+        | paused.paused_generating.to.itself(unless="targets_latest", on="_on_clear_older")
+        | paused.paused_draining.to.itself(unless="targets_latest", on="_on_clear_older")
+        | paused.paused_settled.to.itself(unless="targets_latest", on="_on_clear_older")
+    )
+    return rows
+
+
+def _nothing_live(
+    idle: Any, interrupted: Any, cond: str, then: str, otherwise: str
+) -> TransitionList:
+    """Rows for a clear or cancel with no live latest response: `then` when `cond` holds,
+    `otherwise` else."""
+    rows: TransitionList = (
+        idle.to.itself(cond=cond, on=then)
+        | interrupted.to.itself(cond=cond, on=then)
+        | idle.to.itself(on=otherwise)
+        | interrupted.to.itself(on=otherwise)
+    )
+    return rows
+
+
+# Pause mode's one decision, by the event that leaves `paused` (`resume_timer` resumes, its
+# reason what was heard: `_resume_reason`).
+_DECISIONS: dict[str, tuple[OverlapDecisionKind, OverlapReason]] = {
+    "overlap_heard": ("interrupt", "speech"),
+    "speech_stopped": ("interrupt", "speech"),
+    "clear": ("interrupt", "client"),
+    "cancel": ("interrupt", "client"),
+    "truncate": ("interrupt", "client"),
+    "commit": ("interrupt", "client"),
+    "close": ("interrupt", "closed"),
+    "clear_input": ("resume", "client"),
+    "response_started": ("resume", "client"),
+}
 
 
 class SessionChart(Chart):
@@ -134,12 +229,16 @@ class SessionChart(Chart):
             held = State()
             committed = State()
 
-            speech_started = listening.to(
-                user_speaking, cond="vad_turns", on="_on_speech_started"
-            ) | held.to(user_speaking, cond="vad_turns", on="_on_speech_started")
+            speech_started = (
+                listening.to(user_speaking, cond=["vad_turns", OVERLAP], on="_on_overlap_speech")
+                | listening.to(user_speaking, cond="vad_turns", on="_on_speech_started")
+                | held.to(user_speaking, cond=["vad_turns", OVERLAP], on="_on_overlap_speech")
+                | held.to(user_speaking, cond="vad_turns", on="_on_speech_started")
+            )
+            # `before`: said before the pause's exit decides (speech_stopped, then the decision).
             speech_stopped = user_speaking.to(
-                held, cond=["vad_turns", "overlap_open"], unless="ends_turn", on="_on_hold"
-            ) | user_speaking.to(committed, cond="vad_turns", on="_on_speech_stopped")
+                held, cond=["vad_turns", OVERLAP], unless="ends_turn", on="_on_hold"
+            ) | user_speaking.to(committed, cond="vad_turns", before="_on_speech_stopped")
             commit = (
                 listening.to(committed, cond=["commit_is_final", "has_audio"])
                 | user_speaking.to(committed, cond=["commit_is_final", "has_audio"])
@@ -150,11 +249,12 @@ class SessionChart(Chart):
             clear_input = user_speaking.to(listening) | held.to(listening)
             # An interrupt decided after the overlap's speech stopped: it is the next turn.
             overlap_heard = held.to(committed, cond="sounds_like_interruption")
-            clear = held.to(committed, cond="targets_latest")
-            cancel = held.to(committed, cond="targets_latest")
-            truncate = held.to(committed, cond="targets_latest")
+            # The client's act on the latest response while held: the speech is the next turn.
+            clear = _held_is_next_turn(held, committed)
+            cancel = _held_is_next_turn(held, committed)
+            truncate = _held_is_next_turn(held, committed)
             # Resumed: the overlap never becomes a user turn.
-            resume_timer = held.to(listening, cond="overlap_open", on="_on_drop_input")
+            resume_timer = held.to(listening, cond=OVERLAP, on="_on_drop_input")
             response_started = held.to(listening, on="_on_drop_input")
             committed.to(listening)
 
@@ -178,7 +278,7 @@ class SessionChart(Chart):
                 idle.to(generating, on="_on_response_started")
                 | draining.to(generating, on="_on_response_started")
                 | interrupted.to(generating, on="_on_response_started")
-                | paused.to(generating, on="_on_response_started_while_paused")
+                | paused.to(generating, on=["_on_resumed", "_on_response_started"])
             )
             response_finished = generating.to(
                 draining, cond=["is_latest", "audio_pending"]
@@ -201,62 +301,36 @@ class SessionChart(Chart):
                 )
             )
             overlap_heard = paused.to(
-                interrupted, cond="sounds_like_interruption", on="_on_overlap_interrupt"
+                interrupted, cond="sounds_like_interruption", on="_on_barge_in"
             )
-            speech_stopped = paused.to(interrupted, cond="ends_turn", on="_on_overlap_interrupt")
-            resume_timer = (
-                paused.paused_generating.to(generating, cond="input_held", on="_on_resume")
-                | paused.paused_draining.to(draining, cond="input_held", on="_on_resume")
-                | paused.paused_settled.to(idle, cond="input_held", on="_on_resume")
+            speech_stopped = paused.to(interrupted, cond="ends_turn", on="_on_barge_in")
+            resume_timer = _resume(paused, generating, draining, idle, cond=HELD)
+            clear_input = _resume(paused, generating, draining, idle)
+            # Rule 4: `clear` and `cancel` share every row but what answers a latest response
+            # with nothing live (a clear is answered, a cancel rejected unless it names a live
+            # older one).
+            clear = _client_stop(
+                paused, generating, draining, idle, interrupted, settled="_answer_clear"
+            ) | _nothing_live(
+                idle, interrupted, "targets_latest", "_answer_clear", "_on_clear_older"
             )
-            clear_input = (
-                paused.paused_generating.to(generating, on="_on_resume_by_client")
-                | paused.paused_draining.to(draining, on="_on_resume_by_client")
-                | paused.paused_settled.to(idle, on="_on_resume_by_client")
+            cancel = _client_stop(
+                paused, generating, draining, idle, interrupted, settled="_reject_cancel"
+            ) | _nothing_live(
+                idle, interrupted, "names_live_response", "_on_clear_older", "_reject_cancel"
             )
-            clear = (
-                generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
-                | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
-                | paused.paused_settled.to(
-                    interrupted, cond="targets_latest", on="_on_clear_settled"
-                )
-                | paused.to(interrupted, cond="targets_latest", on="_on_client_interrupt")
-                | generating.to.itself(on="_on_clear_older")
-                | draining.to.itself(on="_on_clear_older")
-                # Another response named: the pause stays in its own sub-state (rule 4).
-                | paused.paused_generating.to.itself(unless="targets_latest", on="_on_clear_older")
-                | paused.paused_draining.to.itself(unless="targets_latest", on="_on_clear_older")
-                | paused.paused_settled.to.itself(unless="targets_latest", on="_on_clear_older")
-                | idle.to.itself(cond="targets_latest", on="_answer_clear")
-                | interrupted.to.itself(cond="targets_latest", on="_answer_clear")
-                | idle.to.itself(on="_on_clear_older")
-                | interrupted.to.itself(on="_on_clear_older")
-            )
-            cancel = (
-                generating.to(interrupted, cond="targets_latest", on="_on_clear_latest")
-                | draining.to(interrupted, cond="targets_latest", on="_on_clear_latest")
-                | paused.paused_settled.to(
-                    interrupted, cond="targets_latest", on="_on_cancel_settled"
-                )
-                | paused.to(interrupted, cond="targets_latest", on="_on_client_interrupt")
-                | generating.to.itself(on="_on_clear_older")
-                | draining.to.itself(on="_on_clear_older")
-                # Another response named: the pause stays in its own sub-state (rule 4).
-                | paused.paused_generating.to.itself(unless="targets_latest", on="_on_clear_older")
-                | paused.paused_draining.to.itself(unless="targets_latest", on="_on_clear_older")
-                | paused.paused_settled.to.itself(unless="targets_latest", on="_on_clear_older")
-                | idle.to.itself(cond="names_live_response", on="_on_clear_older")
-                | interrupted.to.itself(cond="names_live_response", on="_on_clear_older")
-                | idle.to.itself(on="_reject_cancel")
-                | interrupted.to.itself(on="_reject_cancel")
-            )
+            # Rule 3: one active response at a time; a request while one generates is refused.
+            response_requested = generating.to.itself(
+                on="_reject_active"
+            ) | paused.paused_generating.to.itself(on="_reject_active")
             # The core runs the response chart's truncate; this only ends the pause.
-            truncate = paused.to(interrupted, cond="targets_latest", on="_on_truncate_paused")
+            truncate = paused.to(interrupted, cond="targets_latest")
+            # The client made the overlap a user turn: a barge-in by that turn.
             commit = paused.to(
-                interrupted, cond=["commit_is_final", "has_audio"], on="_on_commit_paused"
+                interrupted, cond=["commit_is_final", "has_audio"], on="_on_barge_in"
             )
             close = generating.to(interrupted, on="_on_clear_latest") | paused.to(
-                interrupted, on="_on_close_paused"
+                interrupted, on="_on_clear_latest"
             )
             interrupted.to(idle)
 
@@ -272,13 +346,7 @@ class SessionChart(Chart):
 
             turn_paused = standby.to(
                 running,
-                cond=[
-                    "vad_turns",
-                    "preemptive_on",
-                    "create_response_on",
-                    "output_idle",
-                    "user_is_speaking",
-                ],
+                cond=["vad_turns", "preemptive", "create_response", "In('idle')", SPEAKING],
                 on="_on_preempt",
             )
             speech_resumed = running.to(standby, on="_on_speech_resumed")
@@ -292,14 +360,14 @@ class SessionChart(Chart):
     def __init__(
         self,
         *,
-        turn_detection: TurnDetection = "server_vad",
+        turn_detection: TurnMode = "server_vad",
         create_response: bool = True,
         interrupt_response: bool = True,
         interruption: InterruptionMode = "immediate",
         min_speech_ms: int = 400,
         preemptive: bool = False,
     ) -> None:
-        self.turn_detection: TurnDetection = turn_detection
+        self.turn_detection: TurnMode = turn_detection
         self.create_response = create_response
         self.interrupt_response_enabled = interrupt_response
         self.interruption: InterruptionMode = interruption
@@ -317,7 +385,7 @@ class SessionChart(Chart):
     def configure(
         self,
         *,
-        turn_detection: TurnDetection,
+        turn_detection: TurnMode,
         create_response: bool,
         interrupt_response: bool,
         interruption: InterruptionMode = "immediate",
@@ -337,29 +405,11 @@ class SessionChart(Chart):
         """The VAD drives turns (server_vad or semantic_vad), not the client's commits."""
         return self.turn_detection != "manual"
 
-    def preemptive_on(self) -> bool:
-        return self.preemptive
-
-    def create_response_on(self) -> bool:
-        return self.create_response
-
-    def output_idle(self) -> bool:
-        return "idle" in self.active
-
-    def user_is_speaking(self) -> bool:
-        return "user_speaking" in self.active
-
     def interrupt_response(self) -> bool:
         return self.interrupt_response_enabled
 
     def pause_mode(self) -> bool:
         return self.interruption == "pause"
-
-    def overlap_open(self) -> bool:
-        return "paused" in self.active
-
-    def input_held(self) -> bool:
-        return "held" in self.active
 
     def sounds_like_interruption(
         self, speech_ms: int = 0, heard: Heard = "nothing", waited: bool = False
@@ -402,9 +452,15 @@ class SessionChart(Chart):
     def _on_speech_stopped(self, audio_end_ms: int) -> None:
         self.emit(AnnounceSpeechStopped(audio_end_ms))
 
+    def _on_overlap_speech(self, audio_start_ms: int) -> None:
+        # Speech while a reply is already paused: the same overlap goes on.
+        self.emit(AnnounceSpeechStarted(audio_start_ms))
+        self.emit(OverlapSpeechStarted(audio_start_ms))
+
     def _on_hold(self, audio_end_ms: int) -> None:
         self._held_end_ms = audio_end_ms
         self.emit(AnnounceSpeechStopped(audio_end_ms))
+        self.emit(OverlapSpeechStopped(audio_end_ms))
 
     def _on_drop_input(self) -> None:
         self._held_end_ms = None
@@ -472,6 +528,17 @@ class SessionChart(Chart):
             Reject("response_cancel_not_active", "Cancellation failed: no active response found")
         )
 
+    def _reject_active(self) -> None:
+        # OpenAI's words (clients match "already has an active response").
+        self.emit(
+            Reject(
+                "conversation_already_has_active_response",
+                "Conversation already has an active response in progress: "
+                f"{self.latest_response_id}. Wait until the response is finished before "
+                "creating a new one.",
+            )
+        )
+
     def _answer_clear(self, response_id: str | None = None) -> None:
         self.emit(AnswerClear(response_id))
 
@@ -492,66 +559,40 @@ class SessionChart(Chart):
     def _on_clear_latest(self) -> None:
         self.emit(InterruptResponses("client_cancelled"))
 
-    # Pause mode: each of these leaves `paused` and emits its one decision.
-    def _decide(self, decision: Literal["interrupt", "resume"], reason: OverlapReason) -> None:
+    # Pause mode: one decision per pause, emitted on leaving `paused` (whatever the event).
+    def on_exit_paused(self, event: str, speech_ms: int = 0, heard: Heard = "nothing") -> None:
         assert self.latest_response_id is not None  # paused only while a response is latest
+        decision: OverlapDecisionKind
+        reason: OverlapReason
+        if str(event) == "resume_timer":
+            decision, reason = "resume", self._resume_reason(speech_ms, heard)
+        else:
+            # A way out of `paused` without its decision in the table is a bug: KeyError.
+            decision, reason = _DECISIONS[str(event)]
         self.emit(OverlapDecided(self.latest_response_id, decision, reason))
 
-    def _on_pause(self) -> None:
+    def _resume_reason(self, speech_ms: int, heard: Heard) -> OverlapReason:
+        if heard == "backchannel":
+            return "backchannel"
+        if heard == "noise" and speech_ms >= self.min_speech_ms:
+            return "noise"
+        return "short"
+
+    def _on_pause(self, audio_start_ms: int) -> None:
         assert self.latest_response_id is not None
         self.emit(PauseOutput(self.latest_response_id))
+        self.emit(OverlapSpeechStarted(audio_start_ms))
 
-    def _on_overlap_interrupt(self) -> None:
-        self._decide("interrupt", "speech")
-        self.emit(InterruptResponses("turn_detected"))
-
-    def _on_resume(self, speech_ms: int = 0, heard: Heard = "nothing") -> None:
-        reason: OverlapReason = "short"
-        if heard == "backchannel":
-            reason = "backchannel"
-        elif heard == "noise" and speech_ms >= self.min_speech_ms:
-            reason = "noise"
-        self._decide("resume", reason)
+    def _on_resumed(self) -> None:
         self.emit(ResumeOutput(self.latest_response_id or ""))
-
-    def _on_resume_by_client(self) -> None:
-        self._decide("resume", "client")
-        self.emit(ResumeOutput(self.latest_response_id or ""))
-
-    def _on_response_started_while_paused(self, response_id: str) -> None:
-        self._on_resume_by_client()
-        self.latest_response_id = response_id
-
-    def _on_client_interrupt(self) -> None:
-        self._decide("interrupt", "client")
-        self.emit(InterruptResponses("client_cancelled"))
-
-    def _on_clear_settled(self, response_id: str | None = None) -> None:
-        # The paused reply was heard in full: nothing to stop, the clear is answered as v1's
-        # with nothing live; the client's act still decides the overlap.
-        self._decide("interrupt", "client")
-        self.emit(AnswerClear(response_id))
-
-    def _on_cancel_settled(self) -> None:
-        # Nothing live to cancel (rule 3's rejection); the client's act decides the overlap.
-        self._decide("interrupt", "client")
-        self._reject_cancel()
-
-    def _on_truncate_paused(self) -> None:
-        self._decide("interrupt", "client")
-
-    def _on_commit_paused(self) -> None:
-        # The client made the overlap a user turn: a barge-in by that turn.
-        self._decide("interrupt", "client")
-        self.emit(InterruptResponses("turn_detected"))
-
-    def _on_close_paused(self) -> None:
-        self._decide("interrupt", "closed")
-        self.emit(InterruptResponses("client_cancelled"))
 
     def _on_clear_older(self, response_id: str | None = None) -> None:
         if response_id is not None and response_id != self.latest_response_id:
             self.emit(InterruptResponse(response_id, "client_cancelled"))
+
+    def feed(self, event: SessionEvent) -> list[Effect]:
+        """Feed one of this chart's typed events (statecharts/session_events.py)."""
+        return self._feed(event)
 
     # Queries --------------------------------------------------------------------------
     @property
@@ -567,6 +608,10 @@ class SessionChart(Chart):
     @property
     def is_paused(self) -> bool:
         return "paused" in self.active
+
+    @property
+    def is_held(self) -> bool:
+        return "held" in self.active
 
     @property
     def user_speaking(self) -> bool:

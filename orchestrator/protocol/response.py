@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from statecharts.vocabulary import TerminalStatus
+
 from .items import Item
 from .session_config import AudioFormat, MaxTokens, Modality
 
@@ -23,7 +25,8 @@ __all__ = [
     "Usage",
 ]
 
-ResponseStatus = Literal["in_progress", "completed", "cancelled", "failed", "incomplete"]
+# A response still running, or how it ended (the charts' `TerminalStatus`, defined once).
+ResponseStatus = Literal["in_progress", TerminalStatus]
 StatusReason = Literal["turn_detected", "client_cancelled", "max_output_tokens", "content_filter"]
 
 

@@ -11,6 +11,8 @@ from typing import Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from statecharts.vocabulary import OverlapDecisionKind, OverlapReason
+
 from .items import Item, OutputAudio, OutputText
 from .response import Response
 from .session_config import SessionObject
@@ -427,11 +429,7 @@ class OutputAudioBufferResumed(
     response_id: str
 
 
-OverlapDecisionKind = Literal["interrupt", "resume"]
-# interrupt: `speech` (the speech decided), `client` (a clear, cancel, truncate or commit of the
-# client's ended the pause), `closed` (the session ended); resume: `short`, `backchannel`,
-# `noise` (an empty transcript), `client` (the client cleared the input buffer).
-OverlapReason = Literal["speech", "client", "closed", "short", "backchannel", "noise"]
+# OverlapDecisionKind and OverlapReason are the charts' words (statecharts/vocabulary.py).
 
 
 class OverlapDecision(_ServerEvent, frozen=True, kw_only=True, tag="overlap.decision"):

@@ -13,6 +13,8 @@ from typing import Final, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from statecharts.vocabulary import InterruptionMode
+
 from .tools import FunctionTool, ToolChoice
 
 __all__ = [
@@ -71,7 +73,7 @@ PCMU: Final = AudioFormat(type="audio/pcmu")
 PCMA: Final = AudioFormat(type="audio/pcma")
 
 
-InterruptionMode = Literal["immediate", "pause"]
+# InterruptionMode is the charts' word (statecharts/vocabulary.py), defined once there.
 
 # Short acknowledgements that never interrupt in pause mode (docs/protocol.md, "Interruption
 # policy"), already normalised (lower case, no punctuation): an overlap whose transcript is

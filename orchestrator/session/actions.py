@@ -5,19 +5,22 @@ Actions of one core step are carried out before that step's server events are qu
 backend is cancelled before the client hears `output_audio_buffer.cleared` (rule 1), and an
 `SessionEnd` takes effect after the events decided with it went out.
 
-`StartBackend` and `CancelBackend` are the response chart's own effects (statecharts/effects.py)
-handed on unchanged: one vocabulary from chart to actor.
+`CancelBackend` is the response chart's own effect (statecharts/effects.py) handed on
+unchanged; `StartBackend` is built by the core from the chart's `OpenStream` and the
+response's request (the chart never carries the prompt, so statecharts/ imports nothing of
+the orchestrator).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.protocol.tools import FunctionTool, ToolChoice, ToolChoiceFunction
 from orchestrator.session.history.conversation import Item
 from orchestrator.session.inputs import Samples, TimerKind, TranscriptPurpose
-from statecharts.effects import CancelBackend, StartBackend
+from statecharts.effects import CancelBackend
 
 __all__ = [
     "Action",
@@ -25,7 +28,6 @@ __all__ = [
     "CancelBackend",
     "CancelTimer",
     "DetectSpeech",
-    "EndSession",
     "InferenceRequest",
     "PredictTurn",
     "SessionEnd",
@@ -54,6 +56,17 @@ class InferenceRequest:
         """The reply is a function call and nothing else (`required`, or a named function)."""
         choice = self.tool_choice
         return bool(self.tools) and (choice == "required" or isinstance(choice, ToolChoiceFunction))
+
+
+@dataclass(frozen=True, slots=True)
+class StartBackend:
+    """Open the backend stream for a response: fence number `seq`, the pruned prompt, and the
+    transcripts of its user audio known when it starts (the cascade hears through them)."""
+
+    response_id: str
+    seq: int
+    request: InferenceRequest
+    transcripts: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -126,10 +139,6 @@ class SessionEnd:
     # False when there is nothing to flush to (a client that stopped reading, or none): the
     # connection is cut, not flushed.
     flush: bool = True
-
-
-# The action's name in the core's list (fuzzing/ and the core's tests use it): the same type.
-EndSession = SessionEnd
 
 
 Action = (

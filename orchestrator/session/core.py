@@ -1,36 +1,40 @@
 """SessionCore: the sans-IO realtime session (h11 style: typed inputs in, events and actions out).
 
-It owns one session's SessionChart, one ResponseChart per live response, the conversation,
-the input buffer, the turn detector, the playback ledger and the response fence. The I/O layer
-feeds it typed inputs (client events parsed at the edge, VAD probabilities, backend output,
-transcripts, timer expiries, a close request) through `handle`, each with the caller's clock
-(`now_ms`), and carries out what comes back: a `Step` of server events to send and actions to
-perform (`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `PredictTurn`,
-`ArmTimer`, `CancelTimer`, `SessionEnd`), kept apart, and notes for metrics. No clock, no
-socket, no task lives here, so every interleaving can be driven in memory by a test. The I/O
-layer reads nothing else of it but `input_format` (to parse appends at the edge).
+It owns one session's SessionChart, one ResponseChart per live response, the response fence,
+and three parts, each an object with its own state (as h11's `Connection` owns its
+`ConnectionState`): `Turns` (orchestrator/session/core_turns.py: the user's audio, turn
+detection, end of turn, preemptive responses, pause mode, the idle timer), `History`
+(core_history.py: items, what was heard, transcripts) and `Tools` (core_tools.py: function
+calls). What they all need is owned once (core_outbox.py: the step's output, ids and timer
+tokens). The I/O layer feeds it typed inputs (client events parsed at the edge, VAD
+probabilities, backend output, transcripts, timer expiries, a close request) through
+`handle`, each with the caller's clock (`now_ms`), and carries out what comes back: a `Step`
+of server events to send and actions to perform (`StartBackend`, `CancelBackend`,
+`DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`, `CancelTimer`, `SessionEnd`), kept
+apart, and notes for metrics. No clock, no socket, no task lives here, so every interleaving
+can be driven in memory by a test. The I/O layer reads nothing else of it but `input_format`
+(to parse appends at the edge).
 
 Rules (docs/protocol.md) enforced here by routing chart effects (the charts decide; this module
 acts):
-- Rule 2: backend output passes the fence (only the open response's number) and then the
-  response's chart (only while generating).
-- Rule 3: one active response at a time (`conversation_already_has_active_response`); a cancel
-  with nothing live is the session chart's rejection (`response_cancel_not_active`).
-- Rule 5/6: the conversation keeps only what was heard; pruning runs at every new user input.
-- Rule 7: every client error becomes an `error` event naming the client's `event_id`.
-- One routing point keeps the charts in step: a response chart's `ResponseFinished` /
-  `ResponseSettled` go to the session chart, and nothing else moves its output region.
-- Anything that changes what a preemptive response was given (an item, a setting, the
-  client's own response) is a `context_changed` for the session chart.
-- The parts: turn taking (VAD, semantic end of turn, preemptive responses, pause mode, the
-  idle timer) in orchestrator/session/core_turns.py; items, history and transcripts in
-  orchestrator/session/core_items.py; function calling (tools, a response's call, its output items)
-  in orchestrator/session/core_tools.py; the shared state in orchestrator/session/core_state.py.
-  Responses and
-  the routing of every chart effect are here.
+1. Rule 2: backend output passes the preemption (held until its turn is committed), the fence
+   (only the open response's number) and then the response's chart (only while generating).
+2. Rule 3: one active response at a time (`conversation_already_has_active_response`); a
+   cancel with nothing live is the session chart's rejection (`response_cancel_not_active`).
+3. Rule 5/6: the conversation keeps only what was heard; pruning runs at every new user input.
+4. Rule 7: every client error becomes an `error` event naming the client's `event_id`.
+5. One routing point keeps the charts in step: a response chart's `ResponseFinished` /
+   `ResponseSettled` go to the session chart, and nothing else moves its output region.
+6. Anything that changes what a preemptive response was given (an item, a setting, the
+   client's own response) is a `context_changed` for the session chart.
+7. The parts never call each other nor a chart: each answers what it decided (chart events,
+   a response to start), and the core carries that out in order.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
 
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
@@ -38,27 +42,32 @@ from orchestrator.protocol.errors import ProtocolError
 from orchestrator.protocol.session_config import (
     AudioFormat,
     Interruption,
-    RetentionRatio,
     SemanticVad,
+    SessionConfig,
 )
 from orchestrator.session import ending
 from orchestrator.session.actions import (
     CancelBackend,
-    CancelTimer,
     InferenceRequest,
+    StartBackend,
 )
 from orchestrator.session.audio import OutputAudio
-from orchestrator.session.core_items import ItemHandling
-from orchestrator.session.core_state import LiveResponse
-from orchestrator.session.core_tools import ToolCalls
-from orchestrator.session.core_turns import TurnTaking
+from orchestrator.session.core_history import History
+from orchestrator.session.core_live import LiveResponse
+from orchestrator.session.core_outbox import Ids, Outbox
+from orchestrator.session.core_tools import Tools, output_events
+from orchestrator.session.core_turns import Respond, TurnAsk, Turns
 from orchestrator.session.core_types import (
     CoreConfig,
     CoreErrorCode,
     CoreInput,
+    PreemptNoted,
     Step,
 )
+from orchestrator.session.envelope import Envelope
 from orchestrator.session.history import conversation as conv
+from orchestrator.session.history.fencing import ResponseFence
+from orchestrator.session.history.playback import PlaybackLedger
 from orchestrator.session.inputs import (
     BackendAudio,
     BackendDone,
@@ -78,14 +87,18 @@ from orchestrator.session.inputs import (
     VadSpeechStarted,
     VadSpeechStopped,
 )
+from orchestrator.session.turns.overlap import OverlapTracker
 from orchestrator.session.turns.preemption import Preemption
+from orchestrator.session.turns.user_input import UserInput
 from statecharts import effects as fx
+from statecharts import response_events as rev
+from statecharts import session_events as ev
 from statecharts.response import ResponseChart
+from statecharts.session import SessionChart
 
 __all__ = ["CoreConfig", "CoreErrorCode", "CoreInput", "SessionCore", "Step"]
 
 PCM16_24K_BYTES_PER_MS = 48
-TURN_WINDOW_MS = 8000  # what Smart Turn hears: the turn's last 8 s
 # Client events that change what a preemptive response was given.
 _CONTEXT_EVENTS = (
     ce.SessionUpdate,
@@ -96,7 +109,50 @@ _CONTEXT_EVENTS = (
 )
 
 
-class SessionCore(TurnTaking, ItemHandling, ToolCalls):
+class SessionCore:
+    def __init__(self, session_id: str, config: CoreConfig | None = None) -> None:
+        self.config = config or CoreConfig()
+        self.session_id = session_id
+        self.settings = SessionConfig()
+        self.chart = SessionChart()
+        self.env = Envelope(session_id)
+        self.fence = ResponseFence()
+        self.live: OrderedDict[str, LiveResponse] = OrderedDict()
+        self._now_ms = 0
+        self._out = Outbox(self.env)
+        self._ids = Ids(session_id, lambda item_id: item_id in self.conversation)
+        self._history = History(self.config, self._out, self._ids, self._current_settings)
+        self._turns = Turns(self.config, self._out, self._ids, self._current_settings)
+        self._tools = Tools(self._out, self._ids, self._history.conversation)
+
+    def _current_settings(self) -> SessionConfig:
+        return self.settings
+
+    # What tests and metrics read ----------------------------------------------------------
+    @property
+    def conversation(self) -> conv.Conversation:
+        return self._history.conversation
+
+    @property
+    def ledger(self) -> PlaybackLedger:
+        return self._history.ledger
+
+    @property
+    def input(self) -> UserInput:
+        return self._turns.input
+
+    @property
+    def overlap(self) -> OverlapTracker:
+        return self._turns.overlap
+
+    @property
+    def _preemption(self) -> Preemption | None:
+        return self._turns.preemption
+
+    @property
+    def buffered_ms(self) -> int:
+        return self._turns.input.buffered_ms
+
     # The I/O layer's interface --------------------------------------------------------
     @property
     def input_format(self) -> AudioFormat:
@@ -105,8 +161,8 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
 
     def open(self, now_ms: int | None = None) -> Step:
         self._clock(now_ms)
-        self._events.append(self.env.session_created(self.settings, self.config.model))
-        return self._flush()
+        self._out.send(self.env.session_created(self.settings, self.config.model))
+        return self._out.flush()
 
     def handle(self, event: CoreInput, now_ms: int | None = None) -> Step:
         """One input, with the caller's clock (ms, monotonic) when it has one."""
@@ -114,13 +170,13 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         if isinstance(event, ProtocolError):
             return self.reject(event)
         if isinstance(event, SpeechProbabilities):
-            self._speech_probabilities(event)
+            self._ask(self._turns.speech_probabilities(event))
         elif isinstance(event, VadDown):
-            self._vad_unavailable(event.reason)
+            self._turns.vad_unavailable(event.reason)
         elif isinstance(event, VadSpeechStarted | VadSpeechStopped | VadPaused | VadResumed):
             return self.vad(event)
         elif isinstance(event, TurnPrediction):
-            self._turn_predicted(event)
+            self._ask(self._turns.turn_predicted(event))
         elif isinstance(
             event, BackendText | BackendAudio | BackendToolCall | BackendDone | BackendFailed
         ):
@@ -133,38 +189,48 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             self._close(event)
         else:
             return self.client(event)
-        return self._flush()
+        return self._out.flush()
 
     def client(self, event: ce.ClientEvent) -> Step:
-        self._event_id = event.event_id
+        self._out.event_id = event.event_id
         try:
             self._client(event)
         finally:
-            self._event_id = None
-        return self._flush()
+            self._out.event_id = None
+        return self._out.flush()
 
     def reject(self, err: ProtocolError) -> Step:
         """A client message that failed to parse: an error event, nothing else changes."""
-        self._events.append(self.env.error(err.code, err.message, err.param, err.event_id))
-        return self._flush()
+        self._out.send(self.env.error(err.code, err.message, err.param, err.event_id))
+        return self._out.flush()
 
     def vad(self, event: VadEvent) -> Step:
         """A turn-detection decision (the detector's own output; tests may feed it directly)."""
-        self._vad_event(event)
-        return self._flush()
+        self._ask(self._turns.vad_event(event))
+        return self._out.flush()
 
     def backend(self, event: BackendEvent) -> Step:
         self._backend(event)
-        return self._flush()
+        return self._out.flush()
+
+    def _clock(self, now_ms: int | None) -> None:
+        if now_ms is not None:
+            self._now_ms = max(self._now_ms, now_ms)
+            self._turns.clock(self._now_ms)
+
+    # Routing between the parts ------------------------------------------------------------
+    def _ask(self, asks: Iterable[TurnAsk]) -> None:
+        """Carry out what the turn part asks, in order."""
+        for ask in asks:
+            if isinstance(ask, ev.SessionEvent):
+                self._run_session(ask)
+            elif isinstance(ask, Respond):
+                self._create_response(None)
 
     def _backend(self, event: BackendEvent) -> None:
-        held = self._preemption
-        if held is not None and (event.response_id, event.seq) == (held.response_id, held.seq):
-            # Not a response yet: held until its turn is committed, or dropped.
-            if isinstance(event, BackendFailed):
-                self._run_session("preempt_failed", reason="failed")
-            elif not held.hold(event):
-                self._run_session("preempt_failed", reason="overflow")
+        held = self._turns.hold(event)
+        if held is not None:
+            self._ask(held)  # not a response yet: held until its turn is committed, or dropped
             return
         live = self.live.get(event.response_id)
         if live is None or live.seq != event.seq or not self.fence.admits(event.seq):
@@ -175,68 +241,80 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
                 self._response_effect(live, effect)
         elif isinstance(event, BackendDone):
             live.output_tokens = event.output_tokens
-            if not live.audio or live.audio_ms == 0 or live.unaligned_text:
-                self.ledger.set_transcript(rid, "".join(live.text_parts))
-            if self.ledger.finish(rid, self._now_ms) is not None:
-                self._write_history(rid)  # the `generated` basis: heard once generated
-            pending = self.ledger.pending_audio(rid, self._now_ms)
-            self._run_response(rid, "complete", audio_pending=pending)
+            # Text that no audio carries is heard only as the whole reply's transcript.
+            text_only = not live.audio or live.audio_ms == 0 or live.unaligned_text
+            transcript = "".join(live.text_parts) if text_only else None
+            pending = self._history.generated(rid, transcript, live.audio, self._now_ms)
+            self._run_response(rid, rev.Complete(pending))
             if pending:
-                self._arm_playout(rid)
+                self._history.arm_playout(rid)
         elif isinstance(event, BackendFailed):
-            self._run_response(rid, "fail", reason=event.reason)
+            self._run_response(rid, rev.Fail(event.reason))
+
+    def _transcript(self, ready: TranscriptReady) -> None:
+        if ready.purpose == "overlap":
+            self._ask(self._turns.overlap_transcribed(ready))
+        elif ready.purpose == "preempt":
+            heard = self._turns.preempt_transcript(ready)
+            self._ask(heard.asks)
+            if heard.start:
+                self._start_preempted()
+            if heard.turn is not None:
+                self._transcript(heard.turn)
+        elif ready.purpose == "end_of_turn":
+            self._ask(self._turns.turn_heard(ready))
+        else:
+            self._history.transcript(ready)
+
+    def _timer(self, fired: TimerFired) -> None:
+        if fired.kind == "playout":
+            self._played_out(fired.token)
+        elif fired.kind == "transcripts":
+            self._history.waited(fired.token)
+        else:
+            self._ask(self._turns.timer(fired))
 
     # Client events --------------------------------------------------------------------
     def _client(self, event: ce.ClientEvent) -> None:
         if isinstance(event, _CONTEXT_EVENTS):
-            self._run_session("context_changed")  # a preemptive response heard another context
+            self._run_session(ev.ContextChanged())  # a preemptive response heard another context
         if isinstance(event, ce.SessionUpdate):
             self._update(event)
         elif isinstance(event, ce.InputAudioBufferAppend):
-            self._append(event.audio)
+            self._turns.append(event.audio)
         elif isinstance(event, ce.InputAudioBufferCommit):
-            self._run_session(
-                "commit",
-                buffered_ms=self.buffered_ms,
-                final=event.final,
-                create_response=event.create_response,
-            )
+            self._run_session(ev.Commit(self.buffered_ms, event.final, event.create_response))
         elif isinstance(event, ce.InputAudioBufferClear):
-            self.input.clear()
-            self._run_session("clear_input")
-            self._events.append(self.env.input_cleared())
+            self._turns.clear_input()
+            self._run_session(ev.ClearInput())
+            self._out.send(self.env.input_cleared())
         elif isinstance(event, ce.ConversationItemCreate):
-            self._create_item(event)
+            self._history.create_item(event, self._turns.promised_item_id)
         elif isinstance(event, ce.ConversationItemRetrieve):
             if event.item_id not in self.conversation:
-                self._item_not_found(event.item_id, "retrieve")
+                self._out.item_not_found(event.item_id, "retrieve")
                 return
-            streaming = self._live_call_item(event.item_id)
-            item = self.conversation.get(event.item_id)
-            self._events.append(self.env.item_retrieved(item, streaming))
+            streaming = self._tools.live_call_item(self.live.values(), event.item_id)
+            self._history.retrieve(event.item_id, streaming)
         elif isinstance(event, ce.ConversationItemDelete):
-            if event.item_id not in self.conversation:
-                self._item_not_found(event.item_id, "delete")
-                return
-            self.conversation.delete(event.item_id)
-            self._events.append(self.env.item_deleted(event.item_id))
+            self._history.delete(event.item_id)
         elif isinstance(event, ce.ConversationItemTruncate):
             self._truncate(event.item_id, event.content_index, event.audio_end_ms)
         elif isinstance(event, ce.ResponseCreate):
             self._create_response(event.response)
         elif isinstance(event, ce.ResponseCancel):
             rid = event.response_id
-            self._run_session("cancel", response_id=rid, target_live=rid in self.live)
+            self._run_session(ev.Cancel(rid, target_live=rid in self.live))
         elif isinstance(event, ce.OutputAudioBufferClear):
-            self._run_session("clear", response_id=event.response_id)
+            self._run_session(ev.Clear(event.response_id))
         elif isinstance(event, ce.PlaybackAck):
             self._ack(event)
         elif isinstance(event, ce.ConversationContextRetrieve):
-            self._events.append(self.env.context(self.conversation.prompt_view()))
+            self._out.send(self.env.context(self.conversation.prompt_view()))
 
     def _update(self, event: ce.SessionUpdate) -> None:
         if isinstance(event.session.turn_detection, SemanticVad) and not self.config.turn_model:
-            self._error(
+            self._out.error(
                 "unsupported_turn_detection",
                 "semantic_vad needs the `turn` model, which this server does not run; use "
                 "'server_vad' or null.",
@@ -245,10 +323,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             return
         # A tool choice is checked against the tools when a response starts (core_tools.py).
         self.settings = self.settings.apply(event.session)
-        truncation = self.settings.truncation
-        self.conversation.retention = (
-            truncation.retention_ratio if isinstance(truncation, RetentionRatio) else None
-        )
+        self._history.configure(self.settings.truncation)
         vad = self.settings.turn_detection
         policy = vad.policy if vad is not None else Interruption()
         self.chart.configure(
@@ -259,52 +334,84 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             min_speech_ms=policy.min_speech_ms,
             preemptive=vad is not None and vad.preemptive,
         )
-        self.overlap.policy = policy
-        self._act(self.input.configure(vad, self._pause_ms(vad)))
-        if isinstance(vad, SemanticVad):
-            self.end_of_turn.threshold = vad.completion_threshold
-            self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+        self._turns.configure(vad)
+        self._out.send(self.env.session_updated(self.settings, self.config.model))
+
+    def _truncate(self, item_id: str, content_index: int, audio_end_ms: int) -> None:
+        rid = self._history.truncatable(item_id, audio_end_ms)
+        if rid is None:
+            return
+        if rid in self.live:
+            self._run_response(rid, rev.Truncate(audio_end_ms))
         else:
-            self.input.limit_silence(None)
-        self._events.append(self.env.session_updated(self.settings, self.config.model))
+            self._history.cut(rid, audio_end_ms, self._now_ms)
+            self._write_history(rid)
+        self._run_session(ev.Truncate(rid))  # ends a pause of it (pause mode)
+        self._out.send(self.env.item_truncated(item_id, content_index, audio_end_ms))
+
+    def _ack(self, event: ce.PlaybackAck) -> None:
+        if not self._history.ackable(event):
+            return
+        rid = event.response_id
+        # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
+        self._run_session(ev.PlaybackAcked(rid))
+        result = self._history.ack(event)
+        if result.heard is not None:
+            # A live reply's chart decides what the ACK means; a settled one is rewritten.
+            if rid in self.live and event.truncate:
+                self._run_response(rid, rev.Truncate(result.played_ms))
+                self._run_session(ev.Truncate(rid))
+            elif rid in self.live:
+                self._run_response(rid, rev.Played(result.played_ms))
+            else:
+                self._write_history(rid)
+        self._out.send(self.env.acknowledged(result))
+
+    def _played_out(self, token: int) -> None:
+        if not self._history.is_playout(token):
+            return
+        for rid, live in list(self.live.items()):
+            if live.chart.is_live and not live.chart.is_generating:
+                if self._history.played_out(rid, self._now_ms):
+                    self._run_response(rid, rev.Played())
+
+    def _write_history(self, rid: str) -> None:
+        live = self.live.get(rid)
+        self._history.write(rid, live.audio if live is not None else None)
 
     # Session end ----------------------------------------------------------------------
     def _close(self, request: CloseRequested) -> None:
         """The generating response gets its terminal (cancelled) and the client the reason."""
-        self._run_session("close")
-        self._events.append(self.env.closing(request))
-        self._actions.append(ending.closing(request))
+        self._run_session(ev.Close())
+        self._out.send(self.env.closing(request))
+        self._out.act(ending.closing(request))
 
     # Responses ------------------------------------------------------------------------
     def _create_response(
         self, params: ce.ResponseParams | None, adopted: Preemption | None = None
     ) -> None:
-        if self.chart.is_generating:
-            self._error(
-                "conversation_already_has_active_response",
-                # OpenAI's words (clients match "already has an active response").
-                "Conversation already has an active response in progress: "
-                f"{self.chart.latest_response_id}. Wait until the response is finished before "
-                "creating a new one.",
-            )
+        refused = self.chart.feed(ev.ResponseRequested())  # rule 3: the chart decides
+        if refused:
+            for effect in refused:
+                self._session_effect(effect)
             return
-        if self._refuse_response_tools(params):
+        if self._tools.refuse(self.settings, params):
             return
-        self.conversation.prune()
+        self._history.prune()
         if adopted is not None:
             request, rid, seq = adopted.start.request, adopted.response_id, adopted.seq
         else:
-            prompt = self._response_input(params)
+            prompt = self._history.response_input(params)
             if prompt is None:
                 return  # an item it references is unknown: told, nothing started
             request = self._request(params, prompt)
-            rid, seq = self._new_id("resp"), self.fence.issue()
-        self._act(self.input.disarm_idle())
+            rid, seq = self._ids.new("resp"), self.fence.issue()
+        self._turns.disarm_idle()
         # Out of band (`conversation: "none"`): nothing of it enters the conversation.
         in_conversation = params is None or params.conversation != "none"
         modalities = request.output_modalities
-        item_id = self._new_id("item")
-        chart = ResponseChart(rid, seq, request)
+        item_id = self._ids.new("item")
+        chart = ResponseChart(rid, seq)
         message = not request.call_only  # a call alone: no message item at all
         live = LiveResponse(
             chart, seq, item_id, "audio" in modalities, request, message, in_conversation
@@ -312,23 +419,22 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
         if live.audio and self.settings.output_format.type != "audio/pcm":
             live.encoder = OutputAudio(self.settings.output_format)
         self.live[rid] = live
-        for evicted in self.ledger.open(rid, item_id):
-            self._forget(evicted)
-        previous = self._last_item_id()
-        if message and in_conversation:
-            self.conversation.open_reply(item_id, rid)
+        evicted, previous = self._history.open_reply(rid, item_id, message and in_conversation)
+        for old in evicted:
+            self._forget(old)
         announced = item_id if message else None
         started = self.env.response_started(
             rid, announced, previous, modalities, request, in_conversation=in_conversation
         )
-        self._events.extend(self._output_events(live, started))
-        self._run_session("response_started", response_id=rid)
+        self._out.send_all(output_events(live, started))
+        self._run_session(ev.ResponseStarted(rid))
         if adopted is None:
-            self._run_response(rid, "start")
+            self._run_response(rid, rev.Start())
             return
-        self._run_response(rid, "adopt")
+        self._run_response(rid, rev.Adopt())
         if not adopted.started:
-            self._start_backend(adopted.start)  # the cascade: still waiting for the transcript
+            # The cascade: still waiting for the transcript.
+            self._history.start_backend(adopted.start, self._now_ms)
 
     def _request(
         self, params: ce.ResponseParams | None, items: tuple[conv.Item, ...]
@@ -341,7 +447,7 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             else (settings.instructions)
         )
         max_tokens = (params.max_output_tokens if params else None) or settings.max_output_tokens
-        tools, choice = self._tools_for(params)
+        tools, choice = self._tools.tools_for(settings, params)
         return InferenceRequest(
             instructions=instructions,
             items=items,
@@ -359,131 +465,165 @@ class SessionCore(TurnTaking, ItemHandling, ToolCalls):
             # An unsettled reply evicted from the ledger: it stays an empty boundary.
             self._cancel_backend(CancelBackend(rid, live.seq))
 
+    def _cancel_backend(self, cancel: CancelBackend) -> None:
+        self.fence.close(cancel.seq)
+        if self._history.drop_wait(cancel.response_id):
+            return  # never started: nothing to cancel but the wait
+        self._out.act(cancel)
+
+    # Preemptive responses: the session chart decides, the turn part holds ---------------
+    def _preempt(self) -> None:
+        """`StartPreemptive`: a response on the turn so far, held by the turn part."""
+        item_id = self._turns.promise_item_id()  # the turn's commit creates this item
+        turn = conv.Item(item_id, "user", self._turns.input.peek())
+        request = self._request(None, (*self.conversation.prompt_view().items, turn))
+        start = StartBackend(self._ids.new("resp"), self.fence.issue(), request)
+        if self._turns.preempt(start, item_id):
+            self._start_preempted()
+
+    def _start_preempted(self) -> None:
+        held = self._turns.preemption
+        if held is not None:
+            self._turns.start_preempted(self._history.known_transcripts(held.start))
+
+    def _adopt(self) -> None:
+        held = self._turns.take_preemption()
+        if held is None:
+            self._create_response(None)
+            return
+        self._create_response(None, adopted=held)
+        if held.response_id not in self.live:
+            # Refused (its tool choice fits no tool in force): it never becomes a response.
+            self._discard(held, "not_answered")
+            return
+        self._out.note(PreemptNoted("used"))
+        for event in held.take_held():
+            self._backend(event)
+
+    def _discard(self, held: Preemption, reason: fx.PreemptDropReason) -> None:
+        self._out.note(PreemptNoted("dropped", reason))
+        self.fence.close(held.seq)
+        if held.started:
+            self._out.act(CancelBackend(held.response_id, held.seq))
+
+    def _commit_input(self) -> None:
+        item = self._history.commit_turn(*self._turns.take_turn())
+        if self._history.wants_transcript():
+            self._history.transcribe(item, self._turns.preempted_transcript(item.id))
+
     # Effects: the one routing point ---------------------------------------------------
-    def _run_session(self, event: str, **kwargs: object) -> None:
-        for effect in self.chart.handle(event, **kwargs):
+    def _run_session(self, event: ev.SessionEvent) -> None:
+        for effect in self.chart.feed(event):
             self._session_effect(effect)
 
     def _session_effect(self, effect: fx.Effect) -> None:
         if isinstance(effect, fx.AnnounceSpeechStarted):
             # The id is taken only once the chart has started a turn: it names the item that
             # the matching commit will create (one promised by timeout_triggered is kept).
-            self._pending_item_id = self._pending_item_id or self._new_id("item")
-            self._events.append(
-                self.env.speech_started(effect.audio_start_ms, self._pending_item_id)
-            )
+            item_id = self._turns.promise_item_id()
+            self._out.send(self.env.speech_started(effect.audio_start_ms, item_id))
         elif isinstance(effect, fx.AnnounceSpeechStopped):
-            item_id = self._pending_item_id or self._new_id("item")
-            self._pending_item_id = item_id
-            self._events.append(self.env.speech_stopped(effect.audio_end_ms, item_id))
+            item_id = self._turns.promise_item_id()
+            self._out.send(self.env.speech_stopped(effect.audio_end_ms, item_id))
         elif isinstance(effect, fx.CommitInput):
             self._commit_input()
         elif isinstance(effect, fx.CreateResponse):
             self._create_response(None)
         elif isinstance(effect, fx.InterruptResponses):
-            event = "barge_in" if effect.reason == "turn_detected" else "cancel"
+            stop = rev.BargeIn if effect.reason == "turn_detected" else rev.Cancel
             for rid in list(self.live):
-                self._run_response(rid, event, reason=effect.reason)
+                self._run_response(rid, stop(effect.reason))
         elif isinstance(effect, fx.InterruptResponse):
             if effect.response_id in self.live:
-                self._run_response(effect.response_id, "cancel", reason=effect.reason)
+                self._run_response(effect.response_id, rev.Cancel(effect.reason))
             else:
-                self._events.append(self.env.cleared(effect.response_id))
+                self._out.send(self.env.cleared(effect.response_id))
         elif isinstance(effect, fx.AnswerClear):
-            self._events.append(self.env.cleared(effect.response_id or ""))
+            self._out.send(self.env.cleared(effect.response_id or ""))
         elif isinstance(effect, fx.PauseOutput):
-            self.ledger.pause(effect.response_id, self._now_ms)
-            self._events.append(se.OutputAudioBufferPaused(response_id=effect.response_id))
+            self._history.pause(effect.response_id, self._now_ms)
+            self._out.send(se.OutputAudioBufferPaused(response_id=effect.response_id))
         elif isinstance(effect, fx.ResumeOutput):
-            self.ledger.resume(effect.response_id, self._now_ms)
+            self._history.resume(effect.response_id, self._now_ms)
             if effect.response_id in self.live:
-                self._arm_playout(effect.response_id)
-            self._events.append(se.OutputAudioBufferResumed(response_id=effect.response_id))
+                self._history.arm_playout(effect.response_id)
+            self._out.send(se.OutputAudioBufferResumed(response_id=effect.response_id))
+        elif isinstance(effect, fx.OverlapSpeechStarted):
+            self._ask(self._turns.overlap_started(effect.audio_start_ms))
+        elif isinstance(effect, fx.OverlapSpeechStopped):
+            self._ask(self._turns.overlap_stopped(effect.audio_end_ms))
         elif isinstance(effect, fx.HearByAcknowledgement):
-            for rid in self.ledger.acknowledge(effect.response_id):
+            for rid in self._history.hear_by_acknowledgement(effect.response_id):
                 self._write_history(rid)  # back to the empty boundary until rule 5 settles it
         elif isinstance(effect, fx.OverlapDecided):
-            self._overlap_decided(effect)
+            self._turns.overlap_decided(effect)
         elif isinstance(effect, fx.DropInput):
-            self.input.clear()  # the overlap never becomes a turn (its promised id neither)
-            self._pending_item_id = None
+            self._turns.drop_input()
         elif isinstance(effect, fx.StartPreemptive):
             self._preempt()
         elif isinstance(effect, fx.AdoptPreemptive):
             self._adopt()
         elif isinstance(effect, fx.DropPreemptive):
-            self._drop_preemption(effect.reason)
+            held = self._turns.take_preemption()
+            if held is not None:
+                self._discard(held, effect.reason)
         elif isinstance(effect, fx.Reject):
-            self._error(effect.code, effect.message)
+            self._out.error(effect.code, effect.message)
 
-    def _run_response(self, rid: str, event: str, **kwargs: object) -> None:
+    def _run_response(self, rid: str, event: rev.ResponseEvent) -> None:
         live = self.live.get(rid)
         if live is None:
             return
-        for effect in live.chart.handle(event, **kwargs):
+        for effect in live.chart.feed(event):
             self._response_effect(live, effect)
         if live.chart.is_terminal:
             self.live.pop(rid, None)
 
     def _response_effect(self, live: LiveResponse, effect: fx.Effect) -> None:
         rid = live.chart.response_id
-        if isinstance(effect, fx.StartBackend):
-            self._start_backend(effect)
+        if isinstance(effect, fx.OpenStream):
+            start = StartBackend(rid, live.seq, live.request)  # the core holds the prompt
+            self._history.start_backend(start, self._now_ms)
         elif isinstance(effect, fx.CancelBackend):
             self._cancel_backend(effect)
         elif isinstance(effect, fx.ForwardOutput):
             self._forward(live, effect.chunk)
         elif isinstance(effect, fx.SendCleared):
-            self._events.append(self.env.cleared(rid))
+            self._out.send(self.env.cleared(rid))
         elif isinstance(effect, fx.SendResponseDone):
             self.fence.close(live.seq)
-            self._end_output(live, effect.status, effect.reason)
+            self._tools.end_output(live, effect.status, effect.reason)
             live.encoder = None
             if effect.status == "completed" and live.call is None:
-                self._arm_idle(self.ledger.generated_ms(rid) if rid in self.ledger else 0)
+                self._turns.arm_idle(self._history.generated_ms(rid))
         elif isinstance(effect, fx.CommitCall):
-            self._commit_call(live)
+            self._tools.commit_call(live)
         elif isinstance(effect, fx.CommitHistory):
             if effect.mode == "cut":
-                if effect.audio_end_ms is not None:
-                    self.ledger.cut(rid, effect.audio_end_ms)
-                else:
-                    self.ledger.clear(rid, self._now_ms)
+                self._history.cut(rid, effect.audio_end_ms, self._now_ms)
             self._write_history(rid)
         elif isinstance(effect, fx.ResponseFinished):
-            self._run_session(
-                "response_finished", response_id=rid, audio_pending=effect.audio_pending
-            )
+            self._run_session(ev.ResponseFinished(rid, effect.audio_pending))
         elif isinstance(effect, fx.ResponseSettled):
-            self._run_session("response_settled", response_id=rid)
-
-    def _cancel_backend(self, cancel: CancelBackend) -> None:
-        self.fence.close(cancel.seq)
-        if self._wait.drop(cancel.response_id):
-            # Never started: nothing to cancel but the wait.
-            self._actions.append(CancelTimer("transcripts"))
-            return
-        self._actions.append(cancel)
+            self._run_session(ev.ResponseSettled(rid))
 
     def _forward(self, live: LiveResponse, chunk: object) -> None:
         rid = live.chart.response_id
         if isinstance(chunk, BackendToolCall):
-            self._forward_call(live, chunk)
-        elif not self._speaks(live):
+            self._tools.forward_call(live, chunk)
+        elif not self._tools.speaks(live):
             return  # after its call started, or a call alone: nothing is spoken
         elif isinstance(chunk, BackendAudio):
             ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
             live.audio_ms += ms
-            self.ledger.append(rid, ms, chunk.text, self._now_ms)
+            self._history.append_audio(rid, ms, chunk.text, self._now_ms)
             if chunk.text:
                 live.text_parts.append(chunk.text)
             # The ledger counts pcm16 ms; only the bytes the client gets change (G.711 at 8 kHz,
             # one streaming encoder per response).
             audio = chunk.audio if live.encoder is None else live.encoder.push_pcm16(chunk.audio)
-            self._events.extend(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
+            self._out.send_all(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
         elif isinstance(chunk, BackendText):
             live.text_parts.append(chunk.text)
             live.unaligned_text = live.unaligned_text or live.audio
-            self._events.append(
-                self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio)
-            )
+            self._out.send(self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio))

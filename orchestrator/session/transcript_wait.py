@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from orchestrator.session.actions import StartBackend
 from orchestrator.session.history import conversation as conv
-from statecharts.effects import StartBackend
 
 
 @dataclass(slots=True)

@@ -4,30 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.session.actions import InferenceRequest
 from statecharts.effects import (
     CancelBackend,
     CommitCall,
     CommitHistory,
     ForwardOutput,
+    OpenStream,
     ResponseFinished,
     ResponseSettled,
     SendCleared,
     SendResponseDone,
-    StartBackend,
 )
 from statecharts.response import ResponseChart
 
-REQUEST = InferenceRequest("", (), ("audio",), None)
-
 
 def chart_for(rid: str = "r1") -> ResponseChart:
-    return ResponseChart(rid, 7, REQUEST)
+    return ResponseChart(rid, 7)
 
 
 def generating(rid: str = "r1") -> ResponseChart:
     chart = chart_for(rid)
-    assert chart.handle("start") == [StartBackend(rid, 7, REQUEST)]
+    assert chart.handle("start") == [OpenStream(rid, 7)]
     return chart
 
 

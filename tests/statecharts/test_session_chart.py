@@ -22,13 +22,16 @@ from statecharts.effects import (
     InterruptResponse,
     InterruptResponses,
     OverlapDecided,
+    OverlapSpeechStarted,
+    OverlapSpeechStopped,
     PauseOutput,
     PreemptDropReason,
     Reject,
     ResumeOutput,
     StartPreemptive,
 )
-from statecharts.session import SessionChart, TurnDetection
+from statecharts.session import SessionChart
+from statecharts.vocabulary import TurnMode
 
 
 def generating(chart: SessionChart, rid: str = "r1") -> SessionChart:
@@ -141,6 +144,7 @@ def paused(heard_rid: str = "r1", *, draining: bool = False) -> SessionChart:
     assert chart.handle("speech_started", audio_start_ms=100) == [
         AnnounceSpeechStarted(100),
         PauseOutput(heard_rid),
+        OverlapSpeechStarted(100),
     ]
     assert chart.is_paused and chart.user_speaking
     return chart
@@ -201,8 +205,8 @@ def test_pause_speech_is_held_not_committed_while_undecided() -> None:
     effects = chart.handle(
         "speech_stopped", audio_end_ms=900, buffered_ms=800, speech_ms=250, heard="nothing"
     )
-    assert effects == [AnnounceSpeechStopped(900)]
-    assert chart.input_held() and chart.is_paused
+    assert effects == [AnnounceSpeechStopped(900), OverlapSpeechStopped(900)]
+    assert chart.is_held and chart.is_paused
 
 
 def test_pause_resume_after_short_speech_drops_it() -> None:
@@ -247,7 +251,7 @@ def test_pause_backchannel_turn_end_waits_for_resume() -> None:
     effects = chart.handle(
         "speech_stopped", audio_end_ms=1500, buffered_ms=1400, speech_ms=600, heard="backchannel"
     )
-    assert decisions(effects) == [] and chart.input_held()
+    assert decisions(effects) == [] and chart.is_held
 
 
 def test_pause_late_words_after_stop_interrupt_and_commit_the_held_turn() -> None:
@@ -261,7 +265,10 @@ def test_pause_late_words_after_stop_interrupt_and_commit_the_held_turn() -> Non
 def test_pause_new_speech_within_window_continues_the_overlap() -> None:
     chart = paused()
     chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=8, speech_ms=200)
-    assert chart.handle("speech_started", audio_start_ms=1200) == [AnnounceSpeechStarted(1200)]
+    assert chart.handle("speech_started", audio_start_ms=1200) == [
+        AnnounceSpeechStarted(1200),
+        OverlapSpeechStarted(1200),
+    ]
     assert chart.is_paused and chart.user_speaking
     # The timer the core cancelled cannot resume while the user speaks.
     assert chart.handle("resume_timer", speech_ms=200) == []
@@ -419,7 +426,7 @@ def test_pause_cancel_when_settled_is_rejected_with_one_decision() -> None:
 # Preemptive responses (docs/protocol.md "Semantic end of turn and preemptive responses") --
 
 
-def preempting(turn_detection: TurnDetection = "server_vad", **kwargs: Any) -> SessionChart:
+def preempting(turn_detection: TurnMode = "server_vad", **kwargs: Any) -> SessionChart:
     """A chart with preemptive responses on, the user speaking and one preemption running."""
     chart = SessionChart(turn_detection=turn_detection, preemptive=True, **kwargs)
     chart.handle("speech_started", audio_start_ms=100)
@@ -436,7 +443,7 @@ def test_preempt_turn_paused_starts_one() -> None:
 
 
 @pytest.mark.parametrize("turn_detection", ["server_vad", "semantic_vad"])
-def test_preempt_starts_with_either_vad(turn_detection: TurnDetection) -> None:
+def test_preempt_starts_with_either_vad(turn_detection: TurnMode) -> None:
     """Preemption: VAD turns are server_vad's and semantic_vad's alike."""
     preempting(turn_detection)
 
@@ -544,7 +551,7 @@ def test_preempt_after_speech_resumed_the_next_pause_starts_another() -> None:
 
 
 @pytest.mark.parametrize("turn_detection", ["server_vad", "semantic_vad"])
-def test_preempt_speech_stopped_adopts_after_commit(turn_detection: TurnDetection) -> None:
+def test_preempt_speech_stopped_adopts_after_commit(turn_detection: TurnMode) -> None:
     """Preemption: the turn's end (`speech_stopped`) while one runs emits CommitInput, then
     AdoptPreemptive instead of CreateResponse: `committed` precedes `response.created`."""
     chart = preempting(turn_detection)
@@ -686,6 +693,7 @@ def test_semantic_vad_pause_mode_pauses() -> None:
     assert chart.handle("speech_started", audio_start_ms=100) == [
         AnnounceSpeechStarted(100),
         PauseOutput("r1"),
+        OverlapSpeechStarted(100),
     ]
 
 
@@ -779,7 +787,7 @@ chart_steps = st.lists(
     steps=chart_steps,
 )
 def test_preemption_properties(
-    turn_detection: TurnDetection, interruption: Any, steps: list[tuple[str, dict[str, Any]]]
+    turn_detection: TurnMode, interruption: Any, steps: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """Preemption region, whatever the events: a running one always belongs to a user turn
     in progress; every StartPreemptive ends in exactly one AdoptPreemptive or DropPreemptive
@@ -822,3 +830,19 @@ def test_heard_by_the_first_ack_switches_to_acknowledged_once_and_for_good() -> 
     assert chart.handle("playback_acked", response_id="r2") == []  # no way back, no second
     chart.handle("speech_started", audio_start_ms=0)
     assert "acknowledged" in chart.active
+
+
+def test_rule3_response_requested_while_generating_is_refused() -> None:
+    """Rule 3: one active response at a time; refused while generating, paused or not."""
+    chart = SessionChart()
+    assert chart.handle("response_requested") == []
+    chart = generating(SessionChart())
+    [refused] = chart.handle("response_requested")
+    assert isinstance(refused, Reject)
+    assert refused.code == "conversation_already_has_active_response"
+    assert "r1" in refused.message and chart.is_generating
+    chart = paused()
+    assert [type(e) for e in chart.handle("response_requested")] == [Reject]
+    assert chart.is_paused and chart.is_generating
+    chart.handle("response_finished", response_id="r1", audio_pending=True)
+    assert chart.handle("response_requested") == []  # paused_draining: a new one may start

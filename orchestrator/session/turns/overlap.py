@@ -35,7 +35,7 @@ from typing import Final
 
 from orchestrator.protocol.session_config import Interruption, normalize_backchannel
 from orchestrator.session.actions import ArmTimer, CancelTimer
-from statecharts.effects import Heard
+from statecharts.vocabulary import Heard
 
 __all__ = ["MAX_PARTIAL_MS", "OverlapFacts", "OverlapStep", "OverlapTracker", "classify"]
 

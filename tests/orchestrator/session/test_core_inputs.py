@@ -18,7 +18,7 @@ from orchestrator.session.actions import (
     CancelBackend,
     CancelTimer,
     DetectSpeech,
-    EndSession,
+    SessionEnd,
     StartBackend,
     Transcribe,
 )
@@ -194,8 +194,8 @@ def test_close_ends_the_generating_response_then_says_why_then_ends_the_session(
     assert kinds.index("ResponseDone") < kinds.index("ErrorEvent")
     [error] = of(out, se.ErrorEvent)
     assert error.error.code == "server_shutting_down" and error.error.type == "server_error"
-    assert of(out, EndSession) == [
-        EndSession(1001, "server is shutting down", "server_shutting_down")
+    assert of(out, SessionEnd) == [
+        SessionEnd(1001, "server is shutting down", "server_shutting_down")
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import get_args
 
 from orchestrator.session import ending
-from orchestrator.session.actions import EndSession, SessionEnd, SessionEndCause
+from orchestrator.session.actions import SessionEnd, SessionEndCause
 from orchestrator.session.inputs import CloseRequested
 
 
@@ -24,10 +24,6 @@ def test_rule_1_every_cause_has_a_code_and_names_itself() -> None:
     ]
     assert sorted(e.cause for e in ends if e is not None) == sorted(get_args(SessionEndCause))
     assert all(e is not None and e.reason for e in ends)
-
-
-def test_rule_1_the_core_action_and_the_service_end_are_one_type() -> None:
-    assert EndSession is SessionEnd
 
 
 def test_rule_2_a_drain_closes_1001_flushed() -> None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.session.actions import InferenceRequest
+from orchestrator.session.actions import InferenceRequest, StartBackend
 from orchestrator.session.history import conversation as conv
 from orchestrator.session.transcript_wait import TranscriptWait
-from statecharts.effects import StartBackend
 
 
 def _start(*item_ids: str) -> StartBackend:
