@@ -13,6 +13,12 @@ import, or the modules of the cycle):
    reads their effects and the charts know nothing of what carries them out.
 3. No import cycle among the modules of `statecharts/`, `orchestrator/`, `turntaker_models/`,
    `bench/` and `fuzzing/`.
+4. `turntaker_models/` imports nothing of `orchestrator/`, `statecharts/`, `bench/` or
+   `fuzzing/`: the models run inside Triton's Python backend (the GPU image installs only the
+   `models` extra); the orchestrator depends on their contract, never the reverse.
+5. The wire spellings stay behind the codec: nothing outside `orchestrator/protocol/` imports
+   `orchestrator.protocol.client_wire` or `orchestrator.protocol.session_wire` (events are
+   parsed once, at the edge; past it only the typed events exist).
 
 What counts as an import: every `import` and `from ... import` statement anywhere in a module:
 at module level, inside a function (a lazy import runs all the same), and under
@@ -77,6 +83,19 @@ NOT_IN_THE_CORE: Mapping[str, str] = {
 # Rule 2.
 CHARTS = "statecharts"
 NOT_IN_THE_CHARTS = "orchestrator"
+
+# Rule 4.
+MODELS = "turntaker_models"
+NOT_IN_THE_MODELS: Mapping[str, str] = {
+    "orchestrator": "the models run inside Triton, apart from the server",
+    "statecharts": "the models run inside Triton, apart from the server",
+    "bench": "the benchmarks drive the models, not the reverse",
+    "fuzzing": "the fuzzer drives the server, not the models",
+}
+
+# Rule 5.
+PROTOCOL = "orchestrator.protocol"
+WIRE_MODULES = ("orchestrator.protocol.client_wire", "orchestrator.protocol.session_wire")
 
 
 @dataclass(frozen=True)
@@ -250,6 +269,25 @@ def test_rule_2_statecharts_import_nothing_of_the_orchestrator(imports: list[Imp
 def test_rule_3_no_import_cycle(modules: dict[str, Path], imports: list[Import]) -> None:
     cycles = import_cycles(modules, imports)
     assert not cycles, "rule 3 (no import cycle):\n" + "\n".join(map(describe_cycle, cycles))
+
+
+def test_rule_4_the_models_import_nothing_of_the_server(imports: list[Import]) -> None:
+    broken = barred(imports, [MODELS], NOT_IN_THE_MODELS)
+    assert not broken, "rule 4 (turntaker_models/ imports nothing of the server):\n" + "\n".join(
+        broken
+    )
+
+
+def test_rule_5_the_wire_spellings_stay_behind_the_codec(imports: list[Import]) -> None:
+    broken = [
+        str(edge)
+        for edge in imports
+        if not within(edge.importer, PROTOCOL)
+        and any(within(edge.target, wire) for wire in WIRE_MODULES)
+    ]
+    assert not broken, "rule 5 (only orchestrator/protocol/ sees the wire spellings):\n" + (
+        "\n".join(broken)
+    )
 
 
 # The rules above would pass on an empty walk: these check the walker itself.
