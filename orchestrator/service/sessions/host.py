@@ -5,7 +5,7 @@ Rules (docs/protocol.md "Session resume"):
   handler, so a lost socket leaves it running for its grace. Its lease (the API key's session
   slot), its registry entry and its metrics go with the session's end, not the socket's.
 - A `session.resume` is looked up here by session id and judged by that session's link; an
-  id unknown here reads the same as a wrong token (session_link.refuse_unknown). A resume
+  id unknown here reads the same as a wrong token (resume/link.py's `refuse_unknown`). A resume
   honoured moves the connection to the resumed session and discards the provisional session
   the connection had opened: nothing of it is ever heard of again.
 - When a session ends while a connection carries it, that connection is closed with the
