@@ -34,11 +34,12 @@ an order Python resolves by design. A module that imports a name from its own pa
 `__init__` while that `__init__` imports the module is an explicit cycle, and is reported.
 
 A clock, precisely: the core is handed the time with each input (`now_ms`) and never reads it.
-Python reads a clock only through `time` (`time()`, `monotonic()`, `perf_counter()`, `sleep()`),
-`datetime` (`now()`, `today()`, `utcnow()`) or an event loop (`trio.current_time()`,
-`asyncio`'s `loop.time()`), so barring the import of those modules, `from time import
-monotonic` included, bars every clock read; durations in the core are plain milliseconds, so
-nothing there needs `timedelta` either.
+The clocks a program reads are `time`'s (`time()`, `monotonic()`, `perf_counter()`,
+`sleep()`), `datetime`'s (`now()`, `today()`, `utcnow()`) and an event loop's
+(`trio.current_time()`, `asyncio`'s `loop.time()`). Rule 1 bars the import of those modules,
+`from time import monotonic` included, rather than looking for calls: an import is where a
+dependency starts, and durations in the core are plain milliseconds, so nothing there needs
+`timedelta` either. (`os.times()` and the like are not looked for.)
 """
 
 from __future__ import annotations
