@@ -18,7 +18,8 @@ from pathlib import Path
 import msgspec
 
 from bench import cli, report, stats
-from orchestrator.protocol import InputAudioBufferAppend, decode_client_event
+from orchestrator.protocol.client import InputAudioBufferAppend
+from orchestrator.protocol.codec import decode_client_event
 
 HEADING = "## Protocol decode"
 COMMAND = "python -m bench.protocol_decode"

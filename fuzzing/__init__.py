@@ -7,8 +7,9 @@ and two ways to run them.
 - `checks`: the invariants over a session's server events and each message's answer.
 - Runners: `in_memory` feeds scripts to a `SessionCore` (with `stand_ins` for its I/O) and runs
   most of the fuzzing; `live` sends them over real sockets to a live server, whose health
-  `server_health` watches. `results` holds what a run found.
+  `server_health` watches. `campaign` draws scripts and has a runner judge each; `results`
+  holds what a run found.
 
 Shared by `tests/orchestrator/session/test_core_fuzz.py` and `tests/e2e/test_fuzz_e2e.py` (CI)
-and `bench/fuzz.py` (`make fuzz`, the long run).
+and `bench/fuzz.py` (`make fuzz`, the long run). The package re-exports nothing.
 """

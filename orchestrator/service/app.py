@@ -1,9 +1,9 @@
 """The ASGI app: `/v1/realtime` (docs/protocol.md), `/healthz`, `/readyz`, `/metrics`.
 
 A thin I/O layer in the h11/wsproto manner: it moves WebSocket messages between the socket and
-a connection (sessions/connection.py), whose session lives in the host (sessions/host.py), and knows
-nothing of the protocol beyond text frames. The message limits and close codes under it are
-ws_transport.py's.
+a connection (sessions/connection.py), whose session lives in the host (sessions/host.py),
+and knows nothing of the protocol beyond text frames. The message limits and close codes under
+it are ws_transport.py's.
 """
 
 from __future__ import annotations

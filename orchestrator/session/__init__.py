@@ -1,0 +1,26 @@
+"""The session core, sans-IO: where a realtime session decides, and nothing else happens.
+
+Like h11's `Connection`: typed inputs in (a client event, or one of `inputs`, each with the
+caller's clock), a `Step` of server events and typed actions out. No I/O, no clock, no Trio
+(tests/test_architecture.py, rule 1); the Trio service (`orchestrator.service.sessions`)
+carries the actions out.
+
+- `core`: `SessionCore`; `core_types`: its `CoreConfig`, `CoreInput` and `Step`. Its parts:
+  `core_turns` (turn taking), `core_items` (items, history, transcripts), `core_tools`
+  (function calling), over `core_state` (what they share).
+- `inputs`: what the core takes besides client events (VAD, backend output, transcripts,
+  turn predictions, timer expiries, a close request).
+- `actions`: what it asks its I/O layer to do (`StartBackend`, `CancelBackend`,
+  `DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`, `CancelTimer`, `EndSession`).
+- `envelope`: `Envelope`, server events as OpenAI sends them, built from the core's values.
+- `audio`: G.711 and pcm16 codecs, streaming resampling, durations; `input_buffer`: the
+  input audio buffer and the input clock; `transcript_wait`: the cascade's wait for the
+  transcripts of a response's turns.
+- `turns/`: turn taking's rules (server VAD, semantic end of turn, pause mode's overlaps,
+  preemptive responses, the user's input side).
+- `history/`: what the model hears (the conversation and its pruning, the playback ledger,
+  the playout estimate, response fencing).
+- `resume/`: session resume (the link to the client and the journal replayed from).
+
+The package re-exports nothing: each name is imported from the module that defines it.
+"""

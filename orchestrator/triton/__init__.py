@@ -1,10 +1,14 @@
-"""Running the Triton Inference Server that serves `model_repository/`."""
+"""Running the Triton Inference Server that serves `model_repository/`, and calling it.
 
-from orchestrator.triton.launcher import (
-    TritonConfig,
-    TritonServer,
-    TritonStartError,
-    remove_stale_shm_regions,
-)
+- `launcher`: start, watch and stop the `tritonserver` binary (`TritonServer`).
+- `cli`: `turntaker triton`, the server in the foreground.
+- `pipeline_client`: a blocking client for one pipeline stream and its cancel path.
+- `trio_bridge`: `TritonUnary` and `TritonStream`, the blocking gRPC client called from Trio.
 
-__all__ = ["TritonConfig", "TritonServer", "TritonStartError", "remove_stale_shm_regions"]
+Public names: what a caller needs to run a server (the tests, the benchmarks, `serve`):
+`TritonConfig`, `TritonServer` and the `TritonStartError` its start raises.
+"""
+
+from orchestrator.triton.launcher import TritonConfig, TritonServer, TritonStartError
+
+__all__ = ["TritonConfig", "TritonServer", "TritonStartError"]

@@ -1,0 +1,1 @@
+"""The benchmarks (bench/): their arithmetic and corpora, and short runs against Triton."""

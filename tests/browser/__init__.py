@@ -1,0 +1,1 @@
+"""The page at `/` in a real headless Chromium against the real server."""

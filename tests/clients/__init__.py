@@ -1,0 +1,1 @@
+"""The realtime client libraries developers build on, each driven against the real server."""

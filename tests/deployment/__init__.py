@@ -1,0 +1,1 @@
+"""Deploying: `--workers` behind real nginx, resume through it, Dockerfile.triton."""

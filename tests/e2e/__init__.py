@@ -1,0 +1,1 @@
+"""End to end: the realtime server over real WebSockets, with a real Triton behind it."""

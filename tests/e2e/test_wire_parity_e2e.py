@@ -26,7 +26,7 @@ import pytest
 from openai._models import BaseModel
 from openai.types.realtime import RealtimeServerEvent
 
-from orchestrator.protocol import SERVER_EVENT_TYPES
+from orchestrator.protocol.server import SERVER_EVENT_TYPES
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer

@@ -1,0 +1,1 @@
+"""Tests of the realtime server (orchestrator/), one package per source package."""

@@ -1,0 +1,1 @@
+"""The statecharts (statecharts/), each driven alone, and their committed diagrams."""

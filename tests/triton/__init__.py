@@ -1,0 +1,1 @@
+"""The Triton models and `orchestrator/triton/` against one real tritonserver."""

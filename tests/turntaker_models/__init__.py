@@ -1,0 +1,1 @@
+"""The models' code (turntaker_models/) without a Triton server."""

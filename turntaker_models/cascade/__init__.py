@@ -1,0 +1,12 @@
+"""The `cascade` pipeline's models: `asr` -> `llm` -> `tts`, the CPU pipeline that really talks.
+
+- `asr`: speech to text (faster-whisper, Whisper-base int8); `whisper_assets`: its weights,
+  reassembled from the two packages that ship them.
+- `llm`: the `llm` step (a contract `Conversation` in, text deltas, sentences and a function
+  call out); `llm_service`: the model behind the Triton adapter; `smollm`: SmolLM2-135M's
+  weights; `tool_calls`: function calls in the streamed text, and the tools prompt;
+  `tool_grammar`: constrained decoding of one call.
+- `tts`: text to speech (flite in process, 24 kHz) with `speech` (one clause in, audio and
+  word ends out), `flite` (the C library) and `held_text` (which text goes out with which
+  chunk: docs/protocol.md rule 5).
+"""

@@ -1,0 +1,11 @@
+"""A session's I/O: Trio tasks that feed a `SessionCore` and carry out its actions.
+
+- `host`: `SessionHost`, this process's sessions, which outlive their connections.
+- `connection`: `Connection`, a client connection's side of a session.
+- `actor`: `SessionActor`, one task and mailbox per session, owning its core and link.
+- `outbox`: `Outbox`, encoded server events on their way to the socket, bounded.
+- `timers`: `Timers`, the timers the core arms; `vad_feeder`: `VadFeeder`, each append's
+  chunks to the VAD.
+- `services`: `SessionServices`, what an actor is given (VAD, transcriber, turn model,
+  response services, metrics); `session_metrics`: one session's share of the metrics.
+"""

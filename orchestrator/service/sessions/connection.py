@@ -1,6 +1,6 @@
 """A client connection's side of a session: the session it carries, its outbox, its end.
 
-Plumbing between the socket pumps (app.py) and a session actor. Rules:
+Plumbing between the socket pumps (service/app.py) and a session actor. Rules:
 - A connection carries one session at a time (`session`). A successful `session.resume`
   moves it to the resumed session, and the provisional session it opened is discarded
   (host.py); the decision is the resumed session's link's (orchestrator/session/resume/link.py).

@@ -6,7 +6,8 @@ Rules (docs/protocol.md "Session resume"):
   slot), its registry entry and its metrics go with the session's end, not the socket's.
 - Every `session.resume` is judged here, once: one that is not its connection's first client
   event fails with `not_first`; the rest are looked up by session id and judged by that
-  session's link; an id unknown here reads the same as a wrong token (link.refuse_unknown). A resume
+  session's link; an id unknown here reads the same as a wrong token (resume/link.py's
+  `refuse_unknown`). A resume
   honoured moves the connection to the resumed session and discards the provisional session
   the connection had opened: nothing of it is ever heard of again.
 - When a session ends while a connection carries it, that connection is closed with the

@@ -1,7 +1,7 @@
 """Pause mode's overlap tracker: how long the speech over a reply lasts and what it says.
 
 The session chart decides (statecharts/session.py: `sounds_like_interruption`, `ends_turn`,
-`input_held`); this measures and asks, the way `turn_detection.py` segments: numbers in, facts
+`input_held`); this measures and asks, the way `detection.py` segments: numbers in, facts
 and requests out. Rules (docs/protocol.md "Interruption policy"):
 - Pure. The caller owns both clocks: the input clock (ms of client audio: VAD chunk ends) and
   the timer clock (`now_ms`, the one `ArmTimer` deadlines are on). No I/O, no audio here.

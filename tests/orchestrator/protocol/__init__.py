@@ -1,0 +1,1 @@
+"""The Realtime protocol's types, codec and errors (orchestrator/protocol/), sans-IO."""

@@ -6,7 +6,9 @@ import base64
 import json
 from typing import Any
 
-from orchestrator.protocol import ClientEvent, ProtocolError, decode_client_event
+from orchestrator.protocol.client import ClientEvent
+from orchestrator.protocol.codec import decode_client_event
+from orchestrator.protocol.errors import ProtocolError
 
 
 def b64(data: bytes) -> str:

@@ -4,32 +4,33 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.protocol import (
+from orchestrator.protocol.client import (
     CLIENT_EVENT_TYPES,
-    PCM16,
-    PCMU,
     ConversationContextRetrieve,
     ConversationItemCreate,
     ConversationItemDelete,
     ConversationItemRetrieve,
     ConversationItemTruncate,
-    InputAudio,
     InputAudioBufferAppend,
     InputAudioBufferClear,
     InputAudioBufferCommit,
-    InputImage,
-    InputText,
-    MessageItem,
-    OutputAudio,
     OutputAudioBufferClear,
-    OutputText,
     PlaybackAck,
     ResponseCancel,
     ResponseCreate,
     ResponseParams,
     SessionUpdate,
-    decode_client_event,
 )
+from orchestrator.protocol.codec import decode_client_event
+from orchestrator.protocol.items import (
+    InputAudio,
+    InputImage,
+    InputText,
+    MessageItem,
+    OutputAudio,
+    OutputText,
+)
+from orchestrator.protocol.session_config import PCM16, PCMU
 from tests.orchestrator.protocol.protocol_helpers import PCM_20MS, PNG_URL, b64, parse, reject
 
 

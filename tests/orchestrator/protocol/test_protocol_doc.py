@@ -10,7 +10,9 @@ import re
 import typing
 from pathlib import Path
 
-from orchestrator.protocol import CLIENT_EVENT_TYPES, SERVER_EVENT_TYPES, ErrorCode
+from orchestrator.protocol.client import CLIENT_EVENT_TYPES
+from orchestrator.protocol.errors import ErrorCode
+from orchestrator.protocol.server import SERVER_EVENT_TYPES
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
 

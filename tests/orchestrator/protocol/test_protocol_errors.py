@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.protocol import (
-    DEFAULT_MAX_BYTES,
-    InputAudioBufferAppend,
-    decode_client_event,
-)
+from orchestrator.protocol.client import InputAudioBufferAppend
+from orchestrator.protocol.codec import DEFAULT_MAX_BYTES, decode_client_event
 from tests.orchestrator.protocol.protocol_helpers import PCM_20MS, b64, reject, wire
 
 

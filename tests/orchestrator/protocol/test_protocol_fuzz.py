@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.protocol import CLIENT_EVENT_TYPES, ProtocolError, decode_client_event
-from orchestrator.protocol.client import ClientEvent
+from orchestrator.protocol.client import CLIENT_EVENT_TYPES, ClientEvent
+from orchestrator.protocol.codec import decode_client_event
+from orchestrator.protocol.errors import ProtocolError
 
 _SCALARS = (
     st.none()

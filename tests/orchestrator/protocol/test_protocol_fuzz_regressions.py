@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.protocol import ProtocolError, decode_client_event
 from orchestrator.protocol import server as se
+from orchestrator.protocol.codec import decode_client_event
+from orchestrator.protocol.errors import ProtocolError
 from orchestrator.session.actions import StartBackend
 from orchestrator.session.core import SessionCore, Step
 from orchestrator.session.history import conversation as conv

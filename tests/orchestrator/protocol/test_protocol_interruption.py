@@ -9,10 +9,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from orchestrator.protocol import ServerVad, SessionConfig, SessionUpdate
+from orchestrator.protocol.client import SessionUpdate
 from orchestrator.protocol.session_config import (
     DEFAULT_BACKCHANNELS,
     Interruption,
+    ServerVad,
+    SessionConfig,
     normalize_backchannel,
 )
 from tests.orchestrator.protocol.protocol_helpers import parse, reject

@@ -11,29 +11,25 @@ from typing import Any
 
 import pydantic
 
-from orchestrator.protocol import (
-    PCM16,
-    ConversationItemAdded,
-    InputAudio,
-    InputImage,
-    InputText,
-    MessageItem,
-    OutputAudio,
-    ProtocolError,
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.protocol.items import InputAudio, InputImage, InputText, MessageItem, OutputAudio
+from orchestrator.protocol.response import (
     Response,
     ResponseAudio,
     ResponseAudioOutput,
+    StatusDetails,
+    Usage,
+)
+from orchestrator.protocol.server import (
+    ConversationItemAdded,
     ResponseContentPartAdded,
     ResponseDone,
     ResponseOutputAudioDelta,
-    ServerEventEncoder,
-    SessionConfig,
     SessionCreated,
-    StatusDetails,
-    Usage,
-    decode_client_event,
     response_part,
 )
+from orchestrator.protocol.session_config import PCM16, SessionConfig
 from tests.orchestrator.protocol.protocol_helpers import PCM_20MS, PNG_URL, b64
 
 

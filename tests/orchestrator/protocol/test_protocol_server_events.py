@@ -8,8 +8,18 @@ from typing import Any
 
 import pytest
 
-from orchestrator.protocol import (
-    PCM16,
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event, error_event
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.protocol.items import InputAudio, InputText, MessageItem, OutputAudio, OutputText
+from orchestrator.protocol.response import (
+    Response,
+    ResponseAudio,
+    ResponseAudioOutput,
+    StatusDetails,
+    StatusError,
+    Usage,
+)
+from orchestrator.protocol.server import (
     SERVER_EVENT_TYPES,
     ConversationContext,
     ConversationItemAdded,
@@ -20,27 +30,18 @@ from orchestrator.protocol import (
     ConversationItemInputAudioTranscriptionFailed,
     ConversationItemRetrieved,
     ConversationItemTruncated,
-    InputAudio,
     InputAudioBufferCleared,
     InputAudioBufferCommitted,
     InputAudioBufferSpeechStarted,
     InputAudioBufferSpeechStopped,
     InputAudioBufferTimeoutTriggered,
-    InputText,
-    MessageItem,
-    OutputAudio,
     OutputAudioBufferCleared,
     OutputAudioBufferPaused,
     OutputAudioBufferResumed,
-    OutputText,
     OverlapDecision,
     PlaybackAcknowledged,
-    ProtocolError,
     RateLimit,
     RateLimitsUpdated,
-    Response,
-    ResponseAudio,
-    ResponseAudioOutput,
     ResponseContentPartAdded,
     ResponseContentPartDone,
     ResponseCreated,
@@ -55,19 +56,13 @@ from orchestrator.protocol import (
     ResponseOutputTextDone,
     ResponsePartText,
     ServerEvent,
-    ServerEventEncoder,
-    SessionConfig,
     SessionCreated,
     SessionUpdated,
-    StatusDetails,
-    StatusError,
     TranscriptionError,
     TranscriptionUsageDuration,
-    Usage,
-    decode_client_event,
-    error_event,
     response_part,
 )
+from orchestrator.protocol.session_config import PCM16, SessionConfig
 
 IDS = {"response_id": "resp_1", "item_id": "item_a", "output_index": 0, "content_index": 0}
 

@@ -7,20 +7,22 @@ from typing import Any
 import msgspec
 import pytest
 
-from orchestrator.protocol import (
+from orchestrator.protocol.client import SessionUpdate
+from orchestrator.protocol.codec import ServerEventEncoder
+from orchestrator.protocol.server import SessionUpdated
+from orchestrator.protocol.session_config import (
     PCM16,
     PCMA,
     PCMU,
+    AudioFormat,
+    Eagerness,
     SemanticVad,
-    ServerEventEncoder,
     ServerVad,
     SessionConfig,
     SessionPatch,
-    SessionUpdate,
-    SessionUpdated,
     Transcription,
+    TurnDetection,
 )
-from orchestrator.protocol.session_config import AudioFormat, Eagerness, TurnDetection
 from tests.orchestrator.protocol.protocol_helpers import parse, reject
 
 

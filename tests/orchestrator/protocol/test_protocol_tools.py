@@ -9,20 +9,13 @@ from typing import Any
 import pydantic
 import pytest
 
-from orchestrator.protocol import (
-    ConversationItemCreate,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    FunctionTool,
-    ProtocolError,
-    ResponseCreate,
-    ServerEventEncoder,
-    SessionConfig,
-    SessionCreated,
-    SessionUpdate,
-    ToolChoiceFunction,
-    decode_client_event,
-)
+from orchestrator.protocol.client import ConversationItemCreate, ResponseCreate, SessionUpdate
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.protocol.items import FunctionCallItem, FunctionCallOutputItem
+from orchestrator.protocol.server import SessionCreated
+from orchestrator.protocol.session_config import SessionConfig
+from orchestrator.protocol.tools import FunctionTool, ToolChoiceFunction
 
 MISSING = "missing_required_parameter"
 WEATHER: dict[str, Any] = {

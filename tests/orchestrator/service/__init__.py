@@ -1,0 +1,1 @@
+"""The Trio service (orchestrator/service/) without a Triton server."""

@@ -1,0 +1,1 @@
+"""The pure session core (orchestrator/session/): `SessionCore` and its parts, in memory."""

@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any
 
-from orchestrator.protocol import ServerEventEncoder, decode_client_event
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.session.actions import CancelBackend, StartBackend
 from orchestrator.session.core import SessionCore, Step

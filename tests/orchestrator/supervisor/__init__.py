@@ -1,0 +1,1 @@
+"""The `--workers` supervisor's policies (orchestrator/supervisor/)."""

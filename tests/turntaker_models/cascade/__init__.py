@@ -1,0 +1,1 @@
+"""The cascade's models (turntaker_models/cascade/) without a Triton server."""

@@ -1,0 +1,1 @@
+"""The service's Triton clients (orchestrator/service/backends/)."""

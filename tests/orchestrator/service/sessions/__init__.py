@@ -1,0 +1,1 @@
+"""A session's Trio tasks (orchestrator/service/sessions/) in memory, no sockets."""

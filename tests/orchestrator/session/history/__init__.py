@@ -1,0 +1,1 @@
+"""History, playback ledger, playout and fencing (orchestrator/session/history/)."""

@@ -1,0 +1,1 @@
+"""Session resume's link and journal (orchestrator/session/resume/)."""

@@ -1,0 +1,1 @@
+"""Turn taking's rules (orchestrator/session/turns/)."""
