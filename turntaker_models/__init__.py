@@ -9,6 +9,9 @@ orchestrator: this code runs inside Triton's Python-backend stubs.
   models; `settings`: `ModelSettings`, where the models find their board, caches and weights.
 - `cancel_board`: `CancelBoard`, the shared-memory board that carries a stream's cancel to
   every step of an ensemble.
+- `answers`: what both generators share: the tools a prompt shows, the detokenizer and the
+  answer's bookkeeping; `tool_calls`: function calls in streamed text; `tool_grammar`:
+  constrained decoding of one call.
 - `cascade/`: the CPU pipeline's models (`asr`, `llm`, `tts`).
 - `omni/`: Qwen3-Omni's three stages (`thinker`, `talker`, `code2wav`).
 - `turn`, `turn_window`: the `turn` model (Smart Turn v3.2) and the audio window it judges;

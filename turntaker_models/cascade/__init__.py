@@ -4,8 +4,7 @@
   reassembled from the two packages that ship them.
 - `llm`: the `llm` step (a contract `Conversation` in, text deltas, sentences and a function
   call out); `llm_service`: the model behind the Triton adapter; `smollm`: SmolLM2-135M's
-  weights; `tool_calls`: function calls in the streamed text, and the tools prompt;
-  `tool_grammar`: constrained decoding of one call.
+  weights (the tool prompt, calls and grammar are turntaker_models' own, shared with omni/).
 - `tts`: text to speech (flite in process, 24 kHz) with `speech` (one clause in, audio and
   word ends out), `flite` (the C library) and `held_text` (which text goes out with which
   chunk: docs/protocol.md rule 5).
