@@ -8,7 +8,8 @@ carries the actions out.
 - `core`: `SessionCore`; `core_types`: its `CoreConfig`, `CoreInput` and `Step`. It owns its
   parts as h11's `Connection` owns its state, each an object with its own state that answers
   what it decided: `core_turns` (`Turns`: turn taking), `core_history` (`History`: items,
-  what was heard, transcripts), `core_tools` (`Tools`: function calling); what they all need
+  what was heard, transcripts), `core_tools` (`Tools`: function calling), `core_responses`
+  (`Responses`: the live responses and their charts, the fence, requests); what they all need
   is owned once in `core_outbox` (`Outbox`: the step's output; `Ids`: item ids and timer
   tokens); `core_live`: a live response's record.
 - `inputs`: what the core takes besides client events (VAD, backend output, transcripts,

@@ -1,19 +1,19 @@
 """SessionCore: the sans-IO realtime session (h11 style: typed inputs in, events and actions out).
 
-It owns one session's SessionChart, one ResponseChart per live response, the response fence,
-and three parts, each an object with its own state (as h11's `Connection` owns its
-`ConnectionState`): `Turns` (orchestrator/session/core_turns.py: the user's audio, turn
-detection, end of turn, preemptive responses, pause mode, the idle timer), `History`
-(core_history.py: items, what was heard, transcripts) and `Tools` (core_tools.py: function
-calls). What they all need is owned once (core_outbox.py: the step's output, ids and timer
-tokens). The I/O layer feeds it typed inputs (client events parsed at the edge, VAD
-probabilities, backend output, transcripts, timer expiries, a close request) through
-`handle`, each with the caller's clock (`now_ms`), and carries out what comes back: a `Step`
-of server events to send and actions to perform (`StartBackend`, `CancelBackend`,
-`DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`, `CancelTimer`, `SessionEnd`), kept
-apart, and notes for metrics. No clock, no socket, no task lives here, so every interleaving
-can be driven in memory by a test. The I/O layer reads nothing else of it but `input_format`
-(to parse appends at the edge).
+It owns one session's SessionChart and four parts, each an object with its own state (as h11's
+`Connection` owns its `ConnectionState`): `Turns` (orchestrator/session/core_turns.py: the
+user's audio, turn detection, end of turn, preemptive responses, pause mode, the idle timer),
+`History` (core_history.py: items, what was heard, transcripts), `Tools` (core_tools.py:
+function calls) and `Responses` (core_responses.py: the live responses and their charts, the
+response fence, the request a response is given, its deltas). What they all need is owned once
+(core_outbox.py: the step's output, ids and timer tokens). The I/O layer feeds it typed inputs
+(client events parsed at the edge, VAD probabilities, backend output, transcripts, timer
+expiries, a close request) through `handle`, each with the caller's clock (`now_ms`), and
+carries out what comes back: a `Step` of server events to send and actions to perform
+(`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`,
+`CancelTimer`, `SessionEnd`), kept apart, and notes for metrics. No clock, no socket, no task
+lives here, so every interleaving can be driven in memory by a test. The I/O layer reads nothing
+else of it but `input_format` (to parse appends at the edge).
 
 Rules (docs/protocol.md) enforced here by routing chart effects (the charts decide; this module
 acts):
@@ -27,8 +27,9 @@ acts):
    `ResponseSettled` go to the session chart, and nothing else moves its output region.
 6. Anything that changes what a preemptive response was given (an item, a setting, the
    client's own response) is a `context_changed` for the session chart.
-7. The parts never call each other nor a chart: each answers what it decided (chart events,
-   a response to start), and the core carries that out in order.
+7. The parts never call each other nor the session chart: each answers what it decided
+   (session chart events, a response to start, what a response chart decided for another
+   part), and the core carries that out in order. Only `Responses` feeds a response chart.
 """
 
 from __future__ import annotations
@@ -46,16 +47,12 @@ from orchestrator.protocol.session_config import (
     SessionConfig,
 )
 from orchestrator.session import ending
-from orchestrator.session.actions import (
-    CancelBackend,
-    InferenceRequest,
-    StartBackend,
-)
-from orchestrator.session.audio import OutputAudio
+from orchestrator.session.actions import CancelBackend, InferenceRequest, StartBackend
 from orchestrator.session.core_history import History
 from orchestrator.session.core_live import LiveResponse
 from orchestrator.session.core_outbox import Ids, Outbox
-from orchestrator.session.core_tools import Tools, output_events
+from orchestrator.session.core_responses import ResponseAsk, Responses
+from orchestrator.session.core_tools import Tools
 from orchestrator.session.core_turns import Respond, TurnAsk, Turns
 from orchestrator.session.core_types import (
     CoreConfig,
@@ -93,12 +90,10 @@ from orchestrator.session.turns.user_input import UserInput
 from statecharts import effects as fx
 from statecharts import response_events as rev
 from statecharts import session_events as ev
-from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
 __all__ = ["CoreConfig", "CoreErrorCode", "CoreInput", "SessionCore", "Step"]
 
-PCM16_24K_BYTES_PER_MS = 48
 # Client events that change what a preemptive response was given.
 _CONTEXT_EVENTS = (
     ce.SessionUpdate,
@@ -116,14 +111,13 @@ class SessionCore:
         self.settings = SessionConfig()
         self.chart = SessionChart()
         self.env = Envelope(session_id)
-        self.fence = ResponseFence()
-        self.live: OrderedDict[str, LiveResponse] = OrderedDict()
         self._now_ms = 0
         self._out = Outbox(self.env)
         self._ids = Ids(session_id, lambda item_id: item_id in self.conversation)
         self._history = History(self.config, self._out, self._ids, self._current_settings)
         self._turns = Turns(self.config, self._out, self._ids, self._current_settings)
         self._tools = Tools(self._out, self._ids, self._history.conversation)
+        self._responses = Responses(self._out, self._ids, self._current_settings)
 
     def _current_settings(self) -> SessionConfig:
         return self.settings
@@ -132,6 +126,14 @@ class SessionCore:
     @property
     def conversation(self) -> conv.Conversation:
         return self._history.conversation
+
+    @property
+    def live(self) -> OrderedDict[str, LiveResponse]:
+        return self._responses.live
+
+    @property
+    def fence(self) -> ResponseFence:
+        return self._responses.fence
 
     @property
     def ledger(self) -> PlaybackLedger:
@@ -232,18 +234,15 @@ class SessionCore:
         if held is not None:
             self._ask(held)  # not a response yet: held until its turn is committed, or dropped
             return
-        live = self.live.get(event.response_id)
-        if live is None or live.seq != event.seq or not self.fence.admits(event.seq):
+        live = self._responses.admit(event)
+        if live is None:
             return  # rule 2: late output of a closed response is dropped here
         rid = event.response_id
         if isinstance(event, BackendAudio | BackendText | BackendToolCall):
-            for effect in live.chart.forward(event):  # the `output` event's fast path
-                self._response_effect(live, effect)
+            self._respond(self._responses.output(live, event))  # the chart's fast path
         elif isinstance(event, BackendDone):
-            live.output_tokens = event.output_tokens
             # Text that no audio carries is heard only as the whole reply's transcript.
-            text_only = not live.audio or live.audio_ms == 0 or live.unaligned_text
-            transcript = "".join(live.text_parts) if text_only else None
+            transcript = self._responses.done(live, event.output_tokens)
             pending = self._history.generated(rid, transcript, live.audio, self._now_ms)
             self._run_response(rid, rev.Complete(pending))
             if pending:
@@ -370,10 +369,9 @@ class SessionCore:
     def _played_out(self, token: int) -> None:
         if not self._history.is_playout(token):
             return
-        for rid, live in list(self.live.items()):
-            if live.chart.is_live and not live.chart.is_generating:
-                if self._history.played_out(rid, self._now_ms):
-                    self._run_response(rid, rev.Played())
+        for rid in self._responses.playing():
+            if self._history.played_out(rid, self._now_ms):
+                self._run_response(rid, rev.Played())
 
     def _write_history(self, rid: str) -> None:
         live = self.live.get(rid)
@@ -405,28 +403,17 @@ class SessionCore:
             if prompt is None:
                 return  # an item it references is unknown: told, nothing started
             request = self._request(params, prompt)
-            rid, seq = self._ids.new("resp"), self.fence.issue()
+            rid, seq = self._responses.issue()
         self._turns.disarm_idle()
         # Out of band (`conversation: "none"`): nothing of it enters the conversation.
         in_conversation = params is None or params.conversation != "none"
-        modalities = request.output_modalities
-        item_id = self._ids.new("item")
-        chart = ResponseChart(rid, seq)
-        message = not request.call_only  # a call alone: no message item at all
-        live = LiveResponse(
-            chart, seq, item_id, "audio" in modalities, request, message, in_conversation
+        live = self._responses.open(rid, seq, request, in_conversation)
+        evicted, previous = self._history.open_reply(
+            rid, live.item_id, live.message and in_conversation
         )
-        if live.audio and self.settings.output_format.type != "audio/pcm":
-            live.encoder = OutputAudio(self.settings.output_format)
-        self.live[rid] = live
-        evicted, previous = self._history.open_reply(rid, item_id, message and in_conversation)
         for old in evicted:
-            self._forget(old)
-        announced = item_id if message else None
-        started = self.env.response_started(
-            rid, announced, previous, modalities, request, in_conversation=in_conversation
-        )
-        self._out.send_all(output_events(live, started))
+            self._cancel(self._responses.forget(old))
+        self._responses.announce(live, previous)
         self._run_session(ev.ResponseStarted(rid))
         if adopted is None:
             self._run_response(rid, rev.Start())
@@ -439,35 +426,11 @@ class SessionCore:
     def _request(
         self, params: ce.ResponseParams | None, items: tuple[conv.Item, ...]
     ) -> InferenceRequest:
-        settings = self.settings
-        modalities = (params.output_modalities if params else None) or settings.output_modalities
-        instructions = (
-            params.instructions
-            if params and params.instructions is not None
-            else (settings.instructions)
-        )
-        max_tokens = (params.max_output_tokens if params else None) or settings.max_output_tokens
-        tools, choice = self._tools.tools_for(settings, params)
-        return InferenceRequest(
-            instructions=instructions,
-            items=items,
-            output_modalities=modalities,
-            max_output_tokens=None if max_tokens == "inf" else int(max_tokens),
-            voice=settings.voice,
-            metadata=dict(params.metadata or {}) if params else {},
-            tools=tools,
-            tool_choice=choice,
-        )
+        return self._responses.request(params, items, *self._tools.tools_for(self.settings, params))
 
-    def _forget(self, rid: str) -> None:
-        live = self.live.pop(rid, None)
-        if live is not None and live.chart.is_generating:
-            # An unsettled reply evicted from the ledger: it stays an empty boundary.
-            self._cancel_backend(CancelBackend(rid, live.seq))
-
-    def _cancel_backend(self, cancel: CancelBackend) -> None:
-        self.fence.close(cancel.seq)
-        if self._history.drop_wait(cancel.response_id):
+    def _cancel(self, cancel: fx.CancelBackend | None) -> None:
+        """A stream to cancel (its fence number already closed by the response part)."""
+        if cancel is None or self._history.drop_wait(cancel.response_id):
             return  # never started: nothing to cancel but the wait
         self._out.act(cancel)
 
@@ -477,7 +440,7 @@ class SessionCore:
         item_id = self._turns.promise_item_id()  # the turn's commit creates this item
         turn = conv.Item(item_id, "user", self._turns.input.peek())
         request = self._request(None, (*self.conversation.prompt_view().items, turn))
-        start = StartBackend(self._ids.new("resp"), self.fence.issue(), request)
+        start = StartBackend(*self._responses.issue(), request)
         if self._turns.preempt(start, item_id):
             self._start_preempted()
 
@@ -502,7 +465,7 @@ class SessionCore:
 
     def _discard(self, held: Preemption, reason: fx.PreemptDropReason) -> None:
         self._out.note(PreemptNoted("dropped", reason))
-        self.fence.close(held.seq)
+        self._responses.close(held.seq)
         if held.started:
             self._out.act(CancelBackend(held.response_id, held.seq))
 
@@ -571,59 +534,40 @@ class SessionCore:
             self._out.error(effect.code, effect.message)
 
     def _run_response(self, rid: str, event: rev.ResponseEvent) -> None:
-        live = self.live.get(rid)
-        if live is None:
-            return
-        for effect in live.chart.feed(event):
-            self._response_effect(live, effect)
-        if live.chart.is_terminal:
-            self.live.pop(rid, None)
+        self._respond(self._responses.feed(rid, event))
 
-    def _response_effect(self, live: LiveResponse, effect: fx.Effect) -> None:
-        rid = live.chart.response_id
-        if isinstance(effect, fx.OpenStream):
-            start = StartBackend(rid, live.seq, live.request)  # the core holds the prompt
-            self._history.start_backend(start, self._now_ms)
-        elif isinstance(effect, fx.CancelBackend):
-            self._cancel_backend(effect)
-        elif isinstance(effect, fx.ForwardOutput):
-            self._forward(live, effect.chunk)
-        elif isinstance(effect, fx.SendCleared):
-            self._out.send(self.env.cleared(rid))
-        elif isinstance(effect, fx.SendResponseDone):
-            self.fence.close(live.seq)
-            self._tools.end_output(live, effect.status, effect.reason)
-            live.encoder = None
-            if effect.status == "completed" and live.call is None:
-                self._turns.arm_idle(self._history.generated_ms(rid))
-        elif isinstance(effect, fx.CommitCall):
-            self._tools.commit_call(live)
-        elif isinstance(effect, fx.CommitHistory):
-            if effect.mode == "cut":
-                self._history.cut(rid, effect.audio_end_ms, self._now_ms)
-            self._write_history(rid)
-        elif isinstance(effect, fx.ResponseFinished):
-            self._run_session(ev.ResponseFinished(rid, effect.audio_pending))
-        elif isinstance(effect, fx.ResponseSettled):
-            self._run_session(ev.ResponseSettled(rid))
+    def _respond(self, asks: Iterable[ResponseAsk]) -> None:
+        """Carry out what a response chart decided for the other parts, in order."""
+        for live, effect in asks:
+            rid = live.chart.response_id
+            if isinstance(effect, fx.OpenStream):
+                start = StartBackend(rid, live.seq, live.request)  # the core holds the prompt
+                self._history.start_backend(start, self._now_ms)
+            elif isinstance(effect, fx.CancelBackend):
+                self._cancel(effect)
+            elif isinstance(effect, fx.ForwardOutput):
+                self._forward(live, effect.chunk)
+            elif isinstance(effect, fx.SendResponseDone):
+                self._tools.end_output(live, effect.status, effect.reason)
+                if effect.status == "completed" and live.call is None:
+                    self._turns.arm_idle(self._history.generated_ms(rid))
+            elif isinstance(effect, fx.CommitCall):
+                self._tools.commit_call(live)
+            elif isinstance(effect, fx.CommitHistory):
+                if effect.mode == "cut":
+                    self._history.cut(rid, effect.audio_end_ms, self._now_ms)
+                self._write_history(rid)
+            elif isinstance(effect, fx.ResponseFinished):
+                self._run_session(ev.ResponseFinished(rid, effect.audio_pending))
+            elif isinstance(effect, fx.ResponseSettled):
+                self._run_session(ev.ResponseSettled(rid))
 
     def _forward(self, live: LiveResponse, chunk: object) -> None:
-        rid = live.chart.response_id
         if isinstance(chunk, BackendToolCall):
             self._tools.forward_call(live, chunk)
         elif not self._tools.speaks(live):
             return  # after its call started, or a call alone: nothing is spoken
-        elif isinstance(chunk, BackendAudio):
-            ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
-            live.audio_ms += ms
-            self._history.append_audio(rid, ms, chunk.text, self._now_ms)
-            if chunk.text:
-                live.text_parts.append(chunk.text)
-            # The ledger counts pcm16 ms; only the bytes the client gets change (G.711 at 8 kHz,
-            # one streaming encoder per response).
-            audio = chunk.audio if live.encoder is None else live.encoder.push_pcm16(chunk.audio)
-            self._out.send_all(self.env.audio_delta(rid, live.item_id, audio, chunk.text))
-        elif isinstance(chunk, BackendText):
-            live.text_parts.append(chunk.text)
-            live.unaligned_text = live.unaligned_text or live.audio
-            self._out.send(self.env.text_delta(rid, live.item_id, chunk.text, audio=live.audio))
+        elif isinstance(chunk, BackendAudio | BackendText):
+            ms = self._responses.speak(live, chunk)
+            if isinstance(chunk, BackendAudio):
+                self._history.append_audio(live.chart.response_id, ms, chunk.text, self._now_ms)

@@ -2,8 +2,8 @@
 
 Rules (docs/protocol.md):
 1. A `LiveResponse` exists from `response.created` until its response chart is terminal; the
-   core alone adds and removes it (orchestrator/session/core.py), so its presence in the
-   core's `live` map is what "the response is live" means to every part.
+   core's response part alone adds and removes it (orchestrator/session/core_responses.py),
+   so its presence in the `live` map is what "the response is live" means to every part.
 2. Its chart decides; these fields only record what was sent (text, audio ms, the call so far)
    for the terminal and for history.
 """
