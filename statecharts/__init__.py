@@ -9,6 +9,8 @@ carries its effects out (tests/test_architecture.py, rules 1 and 2).
 - `response`: `ResponseChart`, one response, from `response.created` to its last heard ms.
 - `connection`: `ConnectionChart`, a session's hold on its connection (attached, detached in
   its resume grace, ended).
+- `session_events`, `response_events`, `connection_events`: each chart's typed events (a
+  chart is fed these, never a name).
 - `effects`: the typed effects the charts emit.
 - `diagrams`: every chart as Mermaid and SVG (`turntaker diagrams`, docs/statecharts/).
 

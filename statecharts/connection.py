@@ -17,6 +17,7 @@ Rules it guarantees (docs/protocol.md "Session resume"):
   a resume that came first wins, and a late timer decides nothing.
 - `ended` is final: nothing resumes a session that ended, whoever ended it (`finish`: the
   session's own end, such as expiry, a drain or a client that stopped reading).
+- Its events are typed (statecharts/connection_events.py): `feed` takes one of them.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from __future__ import annotations
 from statemachine import State
 
 from statecharts.base import Chart
+from statecharts.connection_events import ConnectionEvent
 from statecharts.effects import (
     ArmGrace,
     AttachConnection,
     CancelGrace,
+    Effect,
     EndUnattended,
     ReplaceConnection,
 )
@@ -64,3 +67,7 @@ class ConnectionChart(Chart):
 
     def _on_overflow(self) -> None:
         self.emit(EndUnattended("journal_overflow"))
+
+    def feed(self, event: ConnectionEvent) -> list[Effect]:
+        """Feed one of this chart's typed events (statecharts/connection_events.py)."""
+        return self._feed(event)

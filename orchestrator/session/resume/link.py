@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from orchestrator.session.resume.journal import EventJournal, JournalEntry
+from statecharts import connection_events as cev
 from statecharts.connection import ConnectionChart
 from statecharts.effects import Effect
 
@@ -140,7 +141,7 @@ class SessionLink:
         protect = self._delivered if state == "detached" else None
         if self.journal.append(seq, text, protect_after=protect):
             return []
-        return self.chart.handle("overflow")
+        return self.chart.feed(cev.Overflow())
 
     def delivered(self, seq: int) -> None:
         self._delivered = max(self._delivered, seq)
@@ -152,13 +153,13 @@ class SessionLink:
     # Rule 3 ------------------------------------------------------------------------------
     def lost(self, *, clean: bool) -> list[Effect]:
         """The attached connection is gone: with a 1000 close (`clean`) or not."""
-        return self.chart.handle("leave" if clean else "drop")
+        return self.chart.feed(cev.Leave() if clean else cev.Drop())
 
     def expired(self) -> list[Effect]:
-        return self.chart.handle("expire")
+        return self.chart.feed(cev.Expire())
 
     def finished(self) -> None:
-        self.chart.handle("finish")
+        self.chart.feed(cev.Finish())
 
     # Rule 4 and 5 ------------------------------------------------------------------------
     def resume(self, token: str, identity: str, last_seq: int) -> Resumed | ResumeFailed:
@@ -176,7 +177,7 @@ class SessionLink:
             else:
                 detail = f"(asked after {last_seq}; journaled: {held})"
             return resume_failed("not_journaled", detail)
-        effects = self.chart.handle("resume")
+        effects = self.chart.feed(cev.Resume())
         self._token = self._new_token()
         self._delivered = last_seq
         return Resumed(self._token, last_seq + 1, replay, effects)
