@@ -23,6 +23,13 @@ WEATHER = "Sunny."  # what every client's get_weather returns (kit.WEATHER)
 
 each_client = pytest.mark.parametrize("client", list(CLIENTS))
 
+# Audio a library hands the app after it said the reply was interrupted, by design: Pipecat's
+# output transport keeps writing the one chunk it had already taken (40 ms: 1920 bytes at
+# 24 kHz mono pcm16; BaseOutputTransport.handle_interruptions drains only what is queued,
+# "so the frame being written ... [is] still delivered"), and its app hears of the interruption
+# from the LLM service before the transport does. Every other library: nothing.
+IN_FLIGHT_BYTES = {"pipecat": 1920}
+
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
@@ -56,10 +63,10 @@ def test_a_spoken_turn_a_barge_in_and_a_tool_call_through_the_library(
     assert _words(answer["transcript"]), run.explain()
 
     # 2. The barge-in: the library said the story was interrupted, and none of its audio
-    # reached the app after that.
+    # reached the app after that (but the chunk a library was already writing).
     story = _spoken(run, "story")
     assert story and story[0]["interrupted"], f"no interruption reported{run.explain()}"
-    assert story[0]["audio_after_interrupt"] == 0, run.explain()
+    assert story[0]["audio_after_interrupt"] <= IN_FLIGHT_BYTES.get(client, 0), run.explain()
 
     # 3. The tool round trip: one call, run by the library, then a spoken answer.
     assert [c["name"] for c in report["tool_calls"]] == ["get_weather"], run.explain()
