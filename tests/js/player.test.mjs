@@ -117,6 +117,19 @@ test("rule 4: a worklet report that trails the end or the clear does not say pla
   assert.equal(view.playedMs, 4); // the last report with a response: 100 samples
 });
 
+test("rule 4: a report written before the worklet took the pause does not say playing", () => {
+  const { player, view } = setup();
+  player.started("r1");
+  player.onWorklet({ type: "stats", rid: "r1", played: 2400, paused: false });
+  player.pause("r1");
+  player.onWorklet({ type: "stats", rid: "r1", played: 4800, paused: false }); // trails the pause
+  player.onWorklet({ type: "paused", rid: "r1", played: 4800, queued: 100, applied: true });
+  assert.deepEqual(view.states, ["playing", "paused"]);
+  player.resume("r1");
+  player.onWorklet({ type: "stats", rid: "r1", played: 7200, paused: false });
+  assert.deepEqual(view.states, ["playing", "paused", "playing", "playing"]);
+});
+
 test("rule 5: without a worklet nothing is queued, paused or resumed", () => {
   const { player, worklet, emitted } = setup();
   worklet.live = false;

@@ -11,7 +11,8 @@
 //    stale and does nothing. A resume plays on only a response that is paused now.
 // 3. A response is acknowledged once, with what the worklet rendered of it: at the clear of an
 //    interrupted one, at the end of one heard in full.
-// 4. A worklet report can trail the end or the clear it covers: it never undoes that state.
+// 4. A worklet report can trail the end, the clear or the pause it covers: it never undoes that
+//    state (a report written before the worklet took the pause does not say "playing").
 // 5. Without a worklet (the audio stopped) nothing is queued, paused or resumed; what the page
 //    knows of its responses stays until a new conversation.
 //
@@ -115,7 +116,8 @@ export class Player {
       this.view.played(Math.round(msg.played * 1000 / RATE));
       if (msg.paused) this.view.playback("paused");
       else if ((!last || last.rid !== msg.rid || last.played !== msg.played) &&
-               !this.heard.has(msg.rid) && !this.interrupted.has(msg.rid)) {
+               !this.heard.has(msg.rid) && !this.interrupted.has(msg.rid) &&
+               !this.paused.has(msg.rid)) {
         this.view.playback("playing"); // rule 4: only a report that moved says "playing"
       }
     } else if (msg.type === "cleared") {
