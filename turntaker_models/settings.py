@@ -17,6 +17,9 @@ OMNI_WEIGHTS_ENV = "TURNTAKER_OMNI_WEIGHTS"
 THREADS_ENV = "TURNTAKER_MODEL_THREADS"
 NULL_SPEED_ENV = "TURNTAKER_NULL_SPEED"
 PROMPT_LOG_ENV = "TURNTAKER_PROMPT_LOG"
+OMNI_BATCHING_ENV = "TURNTAKER_OMNI_BATCHING"
+OMNI_MAX_STREAMS_ENV = "TURNTAKER_OMNI_MAX_STREAMS"
+OMNI_MAX_POSITIONS_ENV = "TURNTAKER_OMNI_MAX_POSITIONS"
 DEFAULT_BOARD = Path("/dev/shm/turntaker-cancel-board")
 
 
@@ -46,9 +49,22 @@ class ModelSettings:
     # The prompt journal (turntaker_models/omni/prompt_journal.py): one JSON line per request the
     # thinker accepts, the layout of the prompt it ran; None: no journal.
     prompt_log: Path | None = None
+    # Qwen3-Omni's stages step their streams together (one forward per step over every ready
+    # stream: turntaker_models/omni/batcher.py); False: each stream runs its own forwards, one
+    # stream at a time per forward (the old way, kept to measure against).
+    omni_batching: bool = True
+    # Streams each omni stage serves at once (its KV slots); one more is refused with an error.
+    omni_max_streams: int = 32
+    # Positions (prompt + answer) a stream's KV slot holds in the thinker and in the talker.
+    omni_max_positions: int = 4096
 
     def __post_init__(self) -> None:
         check_null_speed(self.null_speed)
+        if self.omni_max_streams < 1 or self.omni_max_positions < 16:
+            raise ValueError(
+                f"omni streams must be >= 1 and positions >= 16, got {self.omni_max_streams} "
+                f"and {self.omni_max_positions}"
+            )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ModelSettings:
@@ -69,6 +85,10 @@ class ModelSettings:
             threads=max(1, int(e.get(THREADS_ENV) or 1)),
             null_speed=null_speed,
             prompt_log=Path(prompt_log) if prompt_log else None,
+            omni_batching=(e.get(OMNI_BATCHING_ENV) or "1").strip().lower()
+            not in ("0", "false", "no", "off"),
+            omni_max_streams=int(e.get(OMNI_MAX_STREAMS_ENV) or 32),
+            omni_max_positions=int(e.get(OMNI_MAX_POSITIONS_ENV) or 4096),
         )
 
     def environment(self) -> dict[str, str]:
@@ -79,6 +99,9 @@ class ModelSettings:
             THREADS_ENV: str(self.threads),
             # repr: the exact float comes back out of float() in the stub.
             NULL_SPEED_ENV: repr(self.null_speed),
+            OMNI_BATCHING_ENV: "1" if self.omni_batching else "0",
+            OMNI_MAX_STREAMS_ENV: str(self.omni_max_streams),
+            OMNI_MAX_POSITIONS_ENV: str(self.omni_max_positions),
         }
         if self.omni_weights is not None:
             env[OMNI_WEIGHTS_ENV] = str(self.omni_weights)
