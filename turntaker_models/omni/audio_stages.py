@@ -32,6 +32,7 @@ from turntaker_models.omni.stages import (
 )
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.talker import TalkerSession
+from turntaker_models.omni.talker_engine import TalkerEngine
 from turntaker_models.omni.thinker import TALKER_FIXED_ROWS, TalkerStart
 from turntaker_models.settings import ModelSettings
 from turntaker_models.triton_adapter import pipeline_outputs
@@ -72,7 +73,14 @@ def _codec_message(
 class TalkerStage:
     def __init__(self, settings: ModelSettings, limits: StreamLimits | None = None) -> None:
         self.loaded = load("talker", settings)
-        self.workers = StreamWorkers("talker", self._handler, limits or StreamLimits())
+        limits = limits or StreamLimits(settings.omni_max_streams)
+        # Batched: every stream's forwards run in the engine (talker_engine.py).
+        self.engine: TalkerEngine | None = None
+        if settings.omni_batching:
+            self.engine = TalkerEngine(
+                self.loaded.model, limits.max_streams, settings.omni_max_positions
+            )
+        self.workers = StreamWorkers("talker", self._handler, limits)
         self.warm_up()
 
     def warm_up(self) -> None:
@@ -83,7 +91,9 @@ class TalkerStage:
             rows=torch.zeros(TALKER_FIXED_ROWS + 1, hidden),
             mm=torch.zeros(TALKER_FIXED_ROWS + 1, dtype=torch.bool),
         )
-        session = TalkerSession(self.loaded.model, config, True, 0, 3, lambda: False)
+        session = TalkerSession(
+            self.loaded.model, config, True, 0, 3, lambda: False, engine=self.engine
+        )
         try:
             if session.start(start, "default") is not None:
                 session.step(None)
@@ -104,6 +114,8 @@ class TalkerStage:
 
     def close(self) -> None:
         self.workers.stop()
+        if self.engine is not None:
+            self.engine.shutdown()
         self.loaded.board.close()
 
 
@@ -196,7 +208,13 @@ class _TalkerStream:
         start = wire.read_talker_start(message.tensors)
         loaded = self.stage.loaded
         self.session = TalkerSession(
-            loaded.model, loaded.config, greedy, seed, MAX_CODEC_TOKENS, self._cancelled
+            loaded.model,
+            loaded.config,
+            greedy,
+            seed,
+            MAX_CODEC_TOKENS,
+            self._cancelled,
+            engine=self.stage.engine,
         )
         self.text_tokens = 1
         self._frame(message.reply, self.session.start(start, voice))

@@ -12,7 +12,9 @@ Rules:
    does, and that is the 4-D mask `select()` returns (a row sees its own slot's first
    `length + i + 1` columns from its i-th new position; nothing of any other slot).
 4. A forward reads `span` columns: the longest selected row's new length, rounded up to a
-   multiple of `span_step` (a few shapes, not one per length).
+   multiple of `span_step` (a few shapes, not one per length). Rows padded to the longest
+   row's new positions write past their own length; `span_step` spare columns after
+   `max_len` keep those writes out of every real column.
 5. `release(slot)` makes the slot free at once; its stale keys are never read, because a new
    stream's length starts at 0 and the mask hides every column past a row's length.
 
@@ -60,7 +62,8 @@ class SlotCache:
         self.dtype = dtype
         self.device = device
         self.bool_mask = bool_mask  # sdpa takes "may attend" booleans, eager an additive mask
-        size = (shape.slots, shape.kv_heads, shape.max_len, shape.head_dim)
+        self.columns = shape.max_len + shape.span_step  # rule 4's spare columns
+        size = (shape.slots, shape.kv_heads, self.columns, shape.head_dim)
         self.keys = [torch.zeros(size, dtype=dtype, device=device) for _ in range(shape.layers)]
         self.values = [torch.zeros(size, dtype=dtype, device=device) for _ in range(shape.layers)]
         self.lengths = [0] * shape.slots
@@ -106,14 +109,16 @@ class SlotCache:
                     f"{self.shape.max_len}"
                 )
         longest = max(self.lengths[slot] + q for slot, _ in rows)
+        if longest > self.columns:
+            raise ValueError(f"a row padded to {q} positions runs past its slot")
         step = self.shape.span_step
-        self._span = min(self.shape.max_len, -(-longest // step) * step)
+        self._span = min(self.columns, -(-longest // step) * step)
         device = self.device
         starts = torch.tensor([self.lengths[slot] for slot, _ in rows], device=device)
         offsets = torch.arange(q, device=device)
         # Padded queries of a short row write past its length; they are hidden (rule 5) and
-        # overwritten by its next forward. Clamp so they stay inside the slot.
-        self._columns = (starts[:, None] + offsets[None, :]).clamp_max(self.shape.max_len - 1)
+        # overwritten by its next forward (rule 4).
+        self._columns = starts[:, None] + offsets[None, :]
         self._rows = torch.tensor([slot for slot, _ in rows], device=device)
         self._selected = rows
         seen = torch.arange(self._span, device=device)

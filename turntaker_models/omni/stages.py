@@ -79,6 +79,7 @@ from turntaker_models.omni.prompt_journal import PromptJournal
 from turntaker_models.omni.sampling import Cancelled, SamplingConfig
 from turntaker_models.omni.streams import Message, StreamHandler, StreamLimits, StreamWorkers
 from turntaker_models.omni.thinker import TalkerStart, ThinkerSession
+from turntaker_models.omni.thinker_engine import ThinkerEngine
 from turntaker_models.settings import ModelSettings
 from turntaker_models.tool_grammar import CallConstraint, call_constraint, ll_tokenizer
 
@@ -125,7 +126,16 @@ class ThinkerStage:
         text_config = self.loaded.config.thinker_config.text_config
         self.hidden = int(text_config.hidden_size)
         self.max_positions = int(text_config.max_position_embeddings)
-        self.workers = StreamWorkers("thinker", self._handler, limits or StreamLimits(16))
+        limits = limits or StreamLimits(settings.omni_max_streams)
+        # Batched: every stream's prefill and steps run in the engine (thinker_engine.py), its
+        # KV cache a slot of it; a stream's prompt and answer must fit its slot.
+        self.engine: ThinkerEngine | None = None
+        if settings.omni_batching:
+            self.engine = ThinkerEngine(
+                self.loaded.model, limits.max_streams, settings.omni_max_positions
+            )
+            self.max_positions = self.engine.max_len
+        self.workers = StreamWorkers("thinker", self._handler, limits)
         self._keys = itertools.count()
         # REQUEST_IDs generating now: the talker and code2wav key their state by it, so two
         # live generations with one id would mix their audio.
@@ -153,7 +163,13 @@ class ThinkerStage:
         conversation = Conversation([ContractMessage("user", parts)])
         prompt = self.prompts.build(conversation, [])
         session = ThinkerSession(
-            self.loaded.model, self.loaded.config, prompt, SamplingConfig(), 0, lambda: False
+            self.loaded.model,
+            self.loaded.config,
+            prompt,
+            SamplingConfig(),
+            0,
+            lambda: False,
+            engine=self.engine,
         )
         try:
             token, start = session.prefill(want_talker=True)
@@ -174,6 +190,8 @@ class ThinkerStage:
 
     def close(self) -> None:
         self.workers.stop()
+        if self.engine is not None:
+            self.engine.shutdown()
         self.loaded.board.close()
 
 
@@ -250,6 +268,7 @@ class _ThinkerRun:
             params.seed,
             lambda: reply.is_cancelled() or board.cancelled(request_id),
             constraint,
+            engine=stage.engine,
         )
         sender = _ThinkerSender(reply, request_id, raw_parameters, stage.hidden)
         try:

@@ -10,13 +10,18 @@ Positions as generate() gives them (`compute_3d_position_ids`): with images in t
 the prefill's come from the talker's own `get_rope_index` over the user ids plus the assistant
 part's tts_pad ids, with the user images' grids and audio lengths, and each later step is text +
 that delta; without images they are plain positions (what `get_rope_index` gives then).
+
+With a `TalkerEngine` (talker_engine.py) the session runs no forward itself: the talker's
+forwards and each frame's code predictor are jobs of the engine, batched with the other
+streams', and its KV cache is one of the engine's slots; the codes it chooses are the same
+(talker_engine.py rule 3).
 """
 
 from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +34,9 @@ from turntaker_models.omni.sampling import (
     repetition_penalty,
 )
 from turntaker_models.omni.thinker import TALKER_FIXED_ROWS, TalkerStart
+
+if TYPE_CHECKING:
+    from turntaker_models.omni.talker_engine import TalkerEngine
 
 # generate()'s talker defaults (Qwen's): penalty even when greedy, sampling settings when not.
 REPETITION_PENALTY = 1.05
@@ -78,8 +86,11 @@ class TalkerSession:
         seed: int,
         max_codec_tokens: int,
         cancelled: CancelCheck,
+        engine: TalkerEngine | None = None,
     ) -> None:
         self.model = model
+        self.engine = engine
+        self.slot: int | None = None
         self.config = config
         self.tc = config.talker_config
         self.device: torch.device = model.device
@@ -156,9 +167,11 @@ class TalkerSession:
             ]
         )
         embeds = torch.cat([user, text_side + codec_side], dim=0)[None]
-        self.cache = DynamicCache(config=self.tc.text_config)
-        self._forward(embeds, self._prefill_positions(start, user_count))
-        return self._frame()
+        if self.engine is not None:
+            self.slot = self.engine.open()
+        else:
+            self.cache = DynamicCache(config=self.tc.text_config)
+        return self._forward_frame(embeds, self._prefill_positions(start, user_count))
 
     def _prefill_positions(self, start: TalkerStart, user_count: int) -> torch.Tensor | None:
         """get_rope_index's positions when images sit in the user turns; None: plain ones."""
@@ -215,17 +228,48 @@ class TalkerSession:
             self.tts_eos = self.tts_pad
         check(self.cancelled)
         embeds = (self._frame_embedding() + condition)[None]
-        self._forward(embeds)
-        return self._frame()
+        return self._forward_frame(embeds)
 
     def close(self) -> None:
         self.cache = None
         self.last_hidden = None
         self.done = True
+        if self.engine is not None and self.slot is not None:
+            self.engine.close(self.slot)
+            self.slot = None
 
-    def _forward(self, embeds: torch.Tensor, positions: torch.Tensor | None = None) -> None:
+    def _forward_frame(
+        self, embeds: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> list[int] | None:
+        """The talker's forward over `embeds`, then the frame it starts (None: the end)."""
         if positions is None:
             positions = _positions(self.length, embeds.shape[1], self.delta, self.device)
+        if self.engine is None or self.slot is None:
+            self._forward(embeds, positions)
+            return self._frame()
+        from turntaker_models.omni.talker_engine import Frame
+
+        began = time.perf_counter()
+        done = self.engine.frame(
+            Frame(
+                self.slot,
+                embeds,
+                positions,
+                self._choose_first,
+                self.predictor_sampling,
+                self.generator,
+            )
+        )
+        self.length += embeds.shape[1]
+        self.last_hidden = done.hidden
+        self.predictor_s = time.perf_counter() - began
+        if done.codes is None:
+            self.done = True
+            return None
+        self._frame_rows = done.rows
+        return done.codes
+
+    def _forward(self, embeds: torch.Tensor, positions: torch.Tensor) -> None:
         out = self.model(
             inputs_embeds=embeds,
             position_ids=positions,
@@ -238,12 +282,18 @@ class TalkerSession:
         self.length += embeds.shape[1]
         # generate() reads the talker's last hidden state from its hidden-state list.
         self.last_hidden = out.hidden_states[0][-1][:, -1:]
-        logits = out.logits[0, -1].float()
+        self._choose_first(out.logits[0, -1].float())
+
+    def _choose_first(self, logits: torch.Tensor) -> tuple[int, bool]:
+        """Codebook 0 from the talker's logits; whether its frame goes on to codebooks 1..G-1
+        (generate() never predicts them for its last token: EOS or the length cap)."""
         seen = torch.tensor(self.codes0, dtype=torch.long, device=self.device)
         logits = repetition_penalty(logits, seen, REPETITION_PENALTY)
         logits = logits.masked_fill(self.suppress, float("-inf"))
         self.last_token = choose(logits, self.sampling, self.generator)
         self.codes0.append(self.last_token)
+        ends = self.last_token == self.eos or len(self.codes0) >= self.max_codec_tokens
+        return self.last_token, not ends
 
     def _frame(self) -> list[int] | None:
         """Codebooks 1..G-1 for the newest codebook-0 token; None at EOS or the length cap."""
@@ -254,8 +304,8 @@ class TalkerSession:
         from transformers import DynamicCache
 
         began = time.perf_counter()
-        predictor = self.model.code_predictor
         assert self.last_hidden is not None
+        predictor = self.model.code_predictor
         token = torch.tensor([[self.last_token]], device=self.device)
         first = self.model.get_input_embeddings()(token)
         embeds = torch.cat([self.last_hidden, first], dim=1)

@@ -25,6 +25,10 @@ masks
 the logits of every choice, prefill included, and accepts each chosen token; the tokens its
 grammar forces next (`forced()`) are fed with the chosen one in one forward pass
 (`step(token, *forced)`). The mask is built on the CPU and added to the logits on their device.
+
+With a `ThinkerEngine` (thinker_engine.py) the session runs no forward itself: its prefill and
+steps are jobs of the engine, batched with the other streams', and its KV cache is one of the
+engine's slots; the tokens it chooses are the same (thinker_engine.py rule 4).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from turntaker_models.omni.sampling import (
 )
 
 if TYPE_CHECKING:
+    from turntaker_models.omni.thinker_engine import ThinkerEngine
     from turntaker_models.tool_grammar import CallConstraint
 
 TALKER_FIXED_ROWS = 7
@@ -96,8 +101,11 @@ class ThinkerSession:
         seed: int,
         cancelled: CancelCheck,
         constraint: CallConstraint | None = None,
+        engine: ThinkerEngine | None = None,
     ) -> None:
         self.model = model
+        self.engine = engine
+        self.slot: int | None = None
         self.config = config
         self.prompt = prompt
         self.sampling = sampling
@@ -153,21 +161,27 @@ class ThinkerSession:
         rope, self.delta = self.model.model.get_rope_index(
             ids, grids, None, mask, False, audio_lengths, None
         )
-        self.cache = DynamicCache(config=self.model.config.text_config)
-        out = self.model(
-            input_ids=ids,
-            input_features=features,
-            feature_attention_mask=feature_mask,
-            pixel_values=pixels,
-            image_grid_thw=grids,
-            position_ids=prefill_positions(rope.to(self.device)),
-            cache=self.cache,
-            use_cache=True,
-            output_hidden_states=want_talker,
-        )
+        inputs = {
+            "input_ids": ids,
+            "input_features": features,
+            "feature_attention_mask": feature_mask,
+            "pixel_values": pixels,
+            "image_grid_thw": grids,
+            "position_ids": prefill_positions(rope.to(self.device)),
+        }
+        if self.engine is not None:
+            self.slot = self.engine.open()
+            done = self.engine.prefill(self.slot, inputs, ids.shape[1], want_talker)
+            logits, hidden = done.logits, done.hidden
+        else:
+            self.cache = DynamicCache(config=self.model.config.text_config)
+            out = self.model(
+                **inputs, cache=self.cache, use_cache=True, output_hidden_states=want_talker
+            )
+            logits, hidden = out.logits[0, -1], out.hidden_states
         self.length = ids.shape[1]
-        token = self._choose(out.logits[0, -1])
-        start = self._talker_start(ids, out.hidden_states, token) if want_talker else None
+        token = self._choose(logits)
+        start = self._talker_start(ids, hidden, token) if want_talker else None
         return token, start
 
     @torch.inference_mode()
@@ -175,19 +189,27 @@ class ThinkerSession:
         """Feed the last token (and the forced ones `after` it, in the same pass); returns the
         next one."""
         check(self.cancelled)
-        ids = torch.tensor([[token, *after]], device=self.device)
-        out = self.model(
-            input_ids=ids,
-            position_ids=_positions(self.length, ids.shape[1], self.delta, self.device),
-            cache=self.cache,
-            use_cache=True,
-        )
-        self.length += ids.shape[1]
-        return self._choose(out.logits[0, -1])
+        fed = (token, *after)
+        positions = _positions(self.length, len(fed), self.delta, self.device)
+        if self.engine is not None and self.slot is not None:
+            logits = self.engine.step(self.slot, fed, positions)
+        else:
+            out = self.model(
+                input_ids=torch.tensor([fed], device=self.device),
+                position_ids=positions,
+                cache=self.cache,
+                use_cache=True,
+            )
+            logits = out.logits[0, -1]
+        self.length += len(fed)
+        return self._choose(logits)
 
     def close(self) -> None:
         # The KV cache is the big per-stream allocation (~96 KiB per token at real size).
         self.cache = None
+        if self.engine is not None and self.slot is not None:
+            self.engine.close(self.slot)
+            self.slot = None
 
     def _talker_start(self, ids: torch.Tensor, hidden: Any, first: int) -> TalkerStart:
         c = self.config

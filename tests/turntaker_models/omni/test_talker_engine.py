@@ -1,0 +1,176 @@
+"""The Talker batched across streams (talker_engine.py) against each stream alone.
+
+Thinker and talker both batched, streams with text, audio and images spoken at the same time:
+every stream must speak the codec codes (all codebooks) it speaks alone, from talker logits
+within float rounding, and a cancelled stream must stop within a frame, the others unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+
+from tests.turntaker_models.omni.conftest import Tiny
+from tests.turntaker_models.omni.test_steppers import CONVERSATIONS, tone
+from turntaker_models.omni.prompt import Prompt
+from turntaker_models.omni.sampling import Cancelled, SamplingConfig
+from turntaker_models.omni.talker import TalkerSession
+from turntaker_models.omni.talker_engine import TalkerEngine
+from turntaker_models.omni.thinker import ThinkerSession
+from turntaker_models.omni.thinker_engine import ThinkerEngine
+
+MAX_TOKENS = 12
+MAX_CODEC_TOKENS = 40
+ATOL = 1e-4  # as test_thinker_engine.py: float32 sums of another width
+
+
+@dataclass
+class Spoken:
+    tokens: list[int] = field(default_factory=list)
+    frames: list[list[int]] = field(default_factory=list)
+    logits: list[torch.Tensor] = field(default_factory=list)
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class Engines:
+    thinker: ThinkerEngine | None
+    talker: TalkerEngine | None
+
+
+def speak(tiny: Tiny, prompt: Prompt, engines: Engines, cancel_after: int | None) -> Spoken:
+    """test_steppers.py's serving loop, with the engines: thinker tokens feed the talker."""
+    spoken = Spoken()
+
+    def cancelled() -> bool:
+        return cancel_after is not None and len(spoken.frames) >= cancel_after
+
+    never = lambda: False  # noqa: E731
+    thinker = ThinkerSession(
+        tiny.thinker, tiny.config, prompt, SamplingConfig(), 0, never, engine=engines.thinker
+    )
+    try:
+        token, start = thinker.prefill(want_talker=True)
+        assert start is not None
+        spoken.tokens.append(token)
+        texts: list[torch.Tensor | None] = []
+        while token != tiny.config.im_end_token_id and len(spoken.tokens) < MAX_TOKENS:
+            token = thinker.step(token)
+            spoken.tokens.append(token)
+            final = token == tiny.config.im_end_token_id or len(spoken.tokens) >= MAX_TOKENS
+            texts.append(None if final else thinker.embed(token))
+    finally:
+        thinker.close()
+    talker = TalkerSession(
+        tiny.talker, tiny.config, True, 0, MAX_CODEC_TOKENS, cancelled, engine=engines.talker
+    )
+    choose_first = talker._choose_first
+
+    def recording(logits: torch.Tensor) -> tuple[int, bool]:
+        # Each talker forward's logits (run in the engine's thread when batched).
+        spoken.logits.append(logits.detach().float().cpu().clone())
+        return choose_first(logits)
+
+    talker._choose_first = recording  # type: ignore[method-assign]
+    try:
+        frame = talker.start(start, "ethan")
+        pending = iter(texts)
+        while frame is not None:
+            spoken.frames.append(frame)
+            frame = talker.step(next(pending, None))
+    except Cancelled:
+        spoken.cancelled = True
+    finally:
+        talker.close()
+    return spoken
+
+
+def prompts(tiny: Tiny) -> dict[str, Prompt]:
+    out = {}
+    for name, (conversation, clips) in CONVERSATIONS.items():
+        out[name] = tiny.prompts.build(conversation, [tone()] * clips)
+    return out
+
+
+def together(
+    tiny: Tiny, engines: Engines, chosen: dict[str, Prompt], cancel: dict[str, int]
+) -> dict[str, Spoken]:
+    out: dict[str, Spoken] = {}
+    errors: list[BaseException] = []
+
+    def one(name: str) -> None:
+        try:
+            out[name] = speak(tiny, chosen[name], engines, cancel.get(name))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in chosen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    return out
+
+
+@pytest.fixture(scope="module")
+def engines(tiny: Tiny) -> Iterator[Engines]:
+    engines = Engines(
+        ThinkerEngine(tiny.thinker, slots=8, max_len=1024),
+        TalkerEngine(tiny.talker, slots=8, max_len=1024),
+    )
+    yield engines
+    assert engines.thinker is not None and engines.talker is not None
+    engines.thinker.shutdown()
+    engines.talker.shutdown()
+
+
+def assert_same(alone: Spoken, batched: Spoken, name: str) -> None:
+    assert batched.tokens == alone.tokens, f"{name}: the thinker chose other tokens"
+    np.testing.assert_array_equal(
+        np.array(batched.frames),
+        np.array(alone.frames),
+        err_msg=f"rule 3: {name} spoke other codec codes in a batch",
+    )
+    assert len(batched.logits) == len(alone.logits)
+    for step, (mine, theirs) in enumerate(zip(batched.logits, alone.logits, strict=True)):
+        torch.testing.assert_close(
+            mine, theirs, atol=ATOL, rtol=0, msg=f"rule 3: {name}, talker forward {step}"
+        )
+
+
+def test_rule3_each_stream_batched_speaks_the_codes_it_speaks_alone(
+    tiny: Tiny, engines: Engines
+) -> None:
+    chosen = prompts(tiny)
+    alone = {name: speak(tiny, p, Engines(None, None), None) for name, p in chosen.items()}
+    assert engines.talker is not None
+    rounds, jobs = engines.talker.batcher.rounds, engines.talker.batcher.jobs
+    batched = together(tiny, engines, chosen, {})
+    for name in chosen:
+        assert alone[name].frames, f"{name} spoke nothing: the test would prove nothing"
+        assert_same(alone[name], batched[name], name)
+    ran = engines.talker.batcher.jobs - jobs, engines.talker.batcher.rounds - rounds
+    assert ran[0] / ran[1] > 1.5, f"rule 1: {ran[0]} frames in {ran[1]} rounds"
+    assert engines.talker.cache.active == 0, "rule 4: every slot is given back"
+
+
+def test_rule4_a_cancelled_stream_stops_within_a_frame_and_the_others_are_unchanged(
+    tiny: Tiny, engines: Engines
+) -> None:
+    chosen = prompts(tiny)
+    names = sorted(chosen)
+    alone = {name: speak(tiny, chosen[name], Engines(None, None), None) for name in names}
+    victim = names[0]
+    batched = together(tiny, engines, chosen, {victim: 3})
+    assert batched[victim].cancelled
+    assert len(batched[victim].frames) == 3
+    assert batched[victim].frames == alone[victim].frames[:3]
+    for name in names[1:]:
+        assert_same(alone[name], batched[name], name)
+    assert engines.talker is not None and engines.talker.cache.active == 0
