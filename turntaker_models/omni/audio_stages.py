@@ -22,7 +22,14 @@ import torch
 
 from turntaker_models.contract import decode_parameters
 from turntaker_models.omni import wire
-from turntaker_models.omni.code2wav import Code2WavStream, WindowPlan, trim_samples, warm_up
+from turntaker_models.omni.code2wav import (
+    BatchedDecoder,
+    Code2WavStream,
+    Decoder,
+    WindowPlan,
+    trim_samples,
+    warm_up,
+)
 from turntaker_models.omni.sampling import Cancelled
 from turntaker_models.omni.stages import (
     CODEC_TOKENS_PER_TEXT_TOKEN,
@@ -240,6 +247,13 @@ class Code2WavStage:
         self.plan = plan or WindowPlan()
         self.trim = trim_samples(self.loaded.model)
         warm_up(self.loaded.model, self.plan)
+        # Batching on: every stream's windows meet here (code2wav.py, rules 1-4); off: each
+        # stream runs its own forwards.
+        self.batched = (
+            BatchedDecoder(self.loaded.model, settings.omni_max_streams)
+            if settings.omni_batching
+            else None
+        )
         self.workers = StreamWorkers("code2wav", self._handler, limits or StreamLimits())
 
     def submit(self, tensors: dict[str, Any], reply: wire.Reply) -> None:
@@ -256,8 +270,19 @@ class Code2WavStage:
     def _handler(self, request_id: str) -> StreamHandler:
         return _Code2WavStream(self, request_id)
 
+    def decoder(self, member: _Code2WavStream) -> Decoder | None:
+        """The stream's decoder: the batcher's when batching, else None (its own forwards)."""
+        return None if self.batched is None else self.batched.decoder(member)
+
+    def leave(self, member: _Code2WavStream) -> None:
+        if self.batched is not None:
+            self.batched.leave(member)
+
     def close(self) -> None:
+        # Streams first: a stream's thread may be waiting for a round of the batcher.
         self.workers.stop()
+        if self.batched is not None:
+            self.batched.close()
         self.loaded.board.close()
 
 
@@ -278,6 +303,9 @@ class _Code2WavStream:
         self._free()
 
     def _free(self) -> None:
+        # Every end (END, ABORT, cancel, error, idle, shutdown) comes here: no round of the
+        # batcher waits for this stream any more.
+        self.stage.leave(self)
         if self.stream is not None:
             self.stream.close()
             self.stream = None
@@ -314,7 +342,11 @@ class _Code2WavStream:
                     self.stopped = True
                     return None
                 self.stream = Code2WavStream(
-                    self.stage.loaded.model, self.stage.plan, self.stage.trim, self._cancelled
+                    self.stage.loaded.model,
+                    self.stage.plan,
+                    self.stage.trim,
+                    self._cancelled,
+                    self.stage.decoder(self),
                 )
             return self.stream.push(np.asarray(message.tensors["C_CODES"], np.int64))
         if self.stream is None:

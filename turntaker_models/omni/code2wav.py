@@ -10,18 +10,48 @@ lengths that were warmed up at load (the first call per shape is slow on CPU).
 
 Left context: with at least the decoder's receptive field (all frames, in the exactness test)
 the stream equals the full decode to float rounding; the default 25 frames (Qwen's) is close.
+
+A stream calls a `Decoder` for its windows: the plain `decode` (one forward per window), or a
+stage's `BatchedDecoder`, where every stream's windows meet (batcher.py) and windows of one
+length run as one forward.
+
+Rules (batched decode):
+1. A row of a batched forward equals the row's own forward, to float rounding (the model's
+   dtype; measured on the tiny float32 weights: at most ~4e-7 of the signal's scale, not
+   bit-exact, as the matmul and convolution kernels block differently per batch size).
+   Nothing in Qwen3OmniMoeCode2Wav mixes rows: the code embeddings are averaged per frame;
+   the pre-transformer is causal sliding-window attention with no padding mask (rows of one
+   length share positions 0..n-1), RMSNorm per frame, rotary positions from those shared ids;
+   the upsampler and decoder are per-row causal (transposed) convolutions, LayerNorm per time
+   step, elementwise SnakeBeta and a clamp. No batch norm, no reduction over the batch.
+2. Only windows of one length share a forward, so no row is padded for another's sake: right
+   padding would not change a row's emitted samples (causal), but a 2-frame first chunk padded
+   to 33 frames costs 16 times the compute. Streams pad their windows to `WindowPlan.shapes()`
+   (five lengths), so few lengths are waiting at once.
+3. A round runs one length: the oldest waiting window's, with every waiting window of that
+   length. First come first served, nothing starves, and a round's callers get their audio
+   after their own forward, not after every length's.
+4. Cancellation is checked before a window goes to the decoder and again when its audio comes
+   back: a stream cancelled while its window waited for a round emits nothing more.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from turntaker_models.omni.batcher import Gather, StepBatcher
 from turntaker_models.omni.sampling import CancelCheck, check
+
+Window = npt.NDArray[np.int64]  # [G, n] codes, n frames
+Samples = npt.NDArray[np.float32]
+Decoder = Callable[[Window], Samples]
 
 
 @dataclass(frozen=True)
@@ -48,8 +78,16 @@ class WindowPlan:
 class Code2WavStream:
     """One stream's frame buffer and emission point. `push` frames, `flush` at the end."""
 
-    def __init__(self, model: Any, plan: WindowPlan, trim: int, cancelled: CancelCheck) -> None:
+    def __init__(
+        self,
+        model: Any,
+        plan: WindowPlan,
+        trim: int,
+        cancelled: CancelCheck,
+        decoder: Decoder | None = None,
+    ) -> None:
         self.model = model
+        self.decoder: Decoder = decoder or partial(decode, model)
         self.plan = plan
         self.cancelled = cancelled
         self.groups = int(model.config.num_quantizers)
@@ -100,7 +138,10 @@ class Code2WavStream:
         if padded > length:
             # Causal decoder: frames appended on the right change nothing before them.
             window = np.concatenate([window, np.repeat(window[:, -1:], padded - length, 1)], 1)
-        wav = decode(self.model, window)
+        wav = self.decoder(window)
+        # Rule 4: a batched window may wait a round or more; a stream cancelled meanwhile
+        # emits nothing more.
+        check(self.cancelled)
         stop = end * self.upsample - self.trim
         audio = wav[self.emitted - start * self.upsample : stop - start * self.upsample]
         self.emitted = stop
@@ -118,6 +159,68 @@ def decode(model: Any, window: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]
     codes = torch.from_numpy(np.ascontiguousarray(window)).to(model.device)[None]
     wav: torch.Tensor = model(codes)
     return wav[0, 0].detach().float().cpu().numpy()
+
+
+@torch.inference_mode()
+def decode_batch(model: Any, windows: Sequence[Window]) -> list[Samples | BaseException]:
+    """Each window's samples, one forward per window length (rules 1 and 2).
+
+    An error of one length's forward reaches that length's windows only.
+    """
+    by_length: dict[tuple[int, ...], list[int]] = {}
+    for i, window in enumerate(windows):
+        by_length.setdefault(tuple(window.shape), []).append(i)
+    results: list[Samples | BaseException] = [RuntimeError("not decoded")] * len(windows)
+    for rows in by_length.values():
+        try:
+            codes = np.stack([np.asarray(windows[i], np.int64) for i in rows])
+            wav: torch.Tensor = model(torch.from_numpy(codes).to(model.device))
+            samples = wav[:, 0].detach().float().cpu().numpy()
+        except Exception as error:
+            for i in rows:
+                results[i] = error
+            continue
+        for row, i in enumerate(rows):
+            # A copy: a stream's chunk must not keep the whole batch's audio alive.
+            results[i] = samples[row].copy()
+    return results
+
+
+def pick_oldest_length(windows: Sequence[Window]) -> list[int]:
+    """Rule 3: every waiting window as long as the oldest one (waiting jobs come oldest first)."""
+    if not windows:
+        return []
+    shape = windows[0].shape
+    return [i for i, window in enumerate(windows) if window.shape == shape]
+
+
+class BatchedDecoder:
+    """One per stage: every stream's windows meet in one `StepBatcher` (rules 1-3)."""
+
+    # Streams do not step together here: each calls once per chunk (8 frames, 640 ms of
+    # audio), so a round waits for the last round's streams briefly at most. A batched talker
+    # sends its streams' frames at one step: their windows come within a millisecond or two.
+    GATHER = Gather(ratio=0.25, min_s=0.0005, max_s=0.002)
+
+    def __init__(self, model: Any, max_batch: int, gather: Gather | None = None) -> None:
+        self.model = model
+        self.batcher: StepBatcher[Window, Samples] = StepBatcher(
+            "code2wav",
+            partial(decode_batch, model),
+            max_batch,
+            gather or self.GATHER,
+            pick_oldest_length,
+        )
+
+    def decoder(self, member: Hashable) -> Decoder:
+        """The decoder for one stream; `member` names it to the batcher until it `leave`s."""
+        return partial(self.batcher.call, member)
+
+    def leave(self, member: Hashable) -> None:
+        self.batcher.leave(member)
+
+    def close(self) -> None:
+        self.batcher.close()
 
 
 def trim_samples(model: Any) -> int:
