@@ -1,8 +1,12 @@
-"""N concurrent qwen3_omni streams over gRPC: time to first audio, codec frames/s, cancel ->
-last stage stopped.
+"""N concurrent qwen3_omni streams: time to first audio, codec frames/s, cancel -> last stage
+stopped.
 
 The measuring side of bench/gpu_omni.py (which plans the rounds, serves the model and writes the
-table), driven with `PipelineStream` as a client would:
+table). A stream is a `Channel`: over gRPC with `PipelineStream` as a client would
+(`triton_connect`), or the three stages chained in this process (bench/omni_direct.py); the
+rounds are the same for both.
+
+Rules:
 - Prompt: a user turn of flite speech (16 kHz; a synthetic signal of the same length when flite
   is not installed, said in the table) plus a short text, so the audio encoder runs.
 - N streams start together (a barrier), several rounds. Time to first audio: request sent ->
@@ -10,7 +14,9 @@ table), driven with `PipelineStream` as a client would:
   over the time from the first to the last chunk (12.5 frames/s is real time). Cancel: in a
   round of N streams, once every stream has audio, one is cancelled (board write + stream
   cancel); from the board's cancel time to the last stop record of thinker/talker/code2wav.
+  Summed codec frames/s: a round's streams' frames/s added up (what the stages deliver at once).
 - A time budget caps the rounds (every cell gets at least one).
+- Nothing here imports tritonclient: direct mode runs where only torch is installed.
 """
 
 from __future__ import annotations
@@ -19,15 +25,16 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from bench import speech
-from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.contract import (
     INPUT_SAMPLE_RATE,
@@ -43,6 +50,69 @@ MODEL = "qwen3_omni"
 FRAME_SAMPLES = 1920  # one codec frame: 80 ms at 24 kHz
 SPOKEN = "Hello! I would like to know what the weather will be like tomorrow in Paris."
 TEXT = "Please answer in one short sentence."
+
+
+@dataclass(frozen=True)
+class Request:
+    """One stream's request: `PipelineRequest`'s fields, without importing tritonclient."""
+
+    request_id: str
+    conversation: Conversation
+    audio: Sequence[npt.NDArray[np.float32]] = ()
+    parameters: GenerationParameters = field(default_factory=GenerationParameters)
+
+
+class Chunk(Protocol):
+    """What the rounds read of a response (`PipelineChunk` has it)."""
+
+    @property
+    def audio(self) -> npt.NDArray[np.float32]: ...
+    @property
+    def received_at(self) -> float: ...
+
+
+class Channel(Protocol):
+    """One stream: start a request, read its chunks until the last, cancel it."""
+
+    def start(self, request: Request) -> None: ...
+
+    def chunks(self, timeout_s: float = 60.0) -> Iterator[Chunk]: ...
+
+    def cancel(self) -> int:
+        """Board write (and stream cancel); the board's cancel time, monotonic ns."""
+        ...
+
+
+Connect = Callable[[], AbstractContextManager[Channel]]
+
+
+def triton_connect(url: str) -> Connect:
+    """Channels over gRPC to a tritonserver's `qwen3_omni` (imports tritonclient only here)."""
+    from orchestrator.triton.pipeline_client import PipelineRequest, PipelineStream
+
+    class _Triton:
+        def __init__(self, stream: PipelineStream) -> None:
+            self.stream = stream
+
+        def start(self, request: Request) -> None:
+            self.stream.start(
+                PipelineRequest(
+                    request.request_id, request.conversation, request.audio, request.parameters
+                )
+            )
+
+        def chunks(self, timeout_s: float = 60.0) -> Iterator[Chunk]:
+            return self.stream.chunks(timeout_s)
+
+        def cancel(self) -> int:
+            return self.stream.cancel()
+
+    @contextmanager
+    def connect() -> Iterator[Channel]:
+        with PipelineStream(url, MODEL) as stream:
+            yield _Triton(stream)
+
+    return connect
 
 
 class RoundPlan(Protocol):
@@ -85,6 +155,7 @@ class Results:
 
     ttfa_ms: dict[int, list[float]] = field(default_factory=dict)
     fps: dict[int, list[float]] = field(default_factory=dict)
+    summed_fps: dict[int, list[float]] = field(default_factory=dict)
     cancel_ms: dict[int, list[float]] = field(default_factory=dict)
     stages_stopped: dict[int, list[int]] = field(default_factory=dict)
     audio_s: list[float] = field(default_factory=list)
@@ -102,9 +173,9 @@ def prompt_audio(seconds_hint: float = 4.0) -> tuple[speech.Audio, str]:
     return audio, f"a synthetic {seconds_hint:.1f} s voiced signal (flite is not installed)"
 
 
-def _request(audio: speech.Audio, max_tokens: int) -> PipelineRequest:
+def _request(audio: speech.Audio, max_tokens: int) -> Request:
     turn = Message("user", [AudioPart(0), TextPart(TEXT)])
-    return PipelineRequest(
+    return Request(
         request_id=f"gpu-omni-{uuid.uuid4().hex}",
         conversation=Conversation([turn]),
         audio=[audio],
@@ -126,10 +197,10 @@ def _together(n: int, work: Callable[[int, threading.Barrier], object]) -> list[
         return list(pool.map(guarded, range(n)))
 
 
-def ttfa_round(url: str, n: int, audio: speech.Audio, max_tokens: int) -> list[Stream]:
+def ttfa_round(connect: Connect, n: int, audio: speech.Audio, max_tokens: int) -> list[Stream]:
     def one(_: int, barrier: threading.Barrier) -> Stream:
         request = _request(audio, max_tokens)
-        with PipelineStream(url, MODEL) as stream:
+        with connect() as stream:
             barrier.wait()
             result = Stream(sent_at=time.monotonic())
             stream.start(request)
@@ -160,7 +231,7 @@ def _wait_stops(board: CancelBoard, request_id: str, timeout_s: float = 5.0) -> 
 
 
 def cancel_round(
-    url: str, board: CancelBoard, n: int, audio: speech.Audio, max_tokens: int
+    connect: Connect, board: CancelBoard, n: int, audio: speech.Audio, max_tokens: int
 ) -> tuple[float, int]:
     """ms from cancelling one of n streaming requests to its last stage's stop, stages stopped."""
     measured = threading.Event()
@@ -168,7 +239,7 @@ def cancel_round(
 
     def one(i: int, barrier: threading.Barrier) -> None:
         request = _request(audio, max_tokens)
-        with PipelineStream(url, MODEL) as stream:
+        with connect() as stream:
             barrier.wait()
             stream.start(request)
             for chunk in stream.chunks(timeout_s=600):
@@ -193,14 +264,14 @@ def cancel_round(
 
 
 def run_plan(
-    plan: RoundPlan, url: str, board: CancelBoard, log: Callable[[str], None]
+    plan: RoundPlan, connect: Connect, board: CancelBoard, log: Callable[[str], None]
 ) -> tuple[Results, dict[str, float], str]:
     """Warm-up, then round-robin over the concurrencies until the rounds or the budget end."""
     audio, described = prompt_audio()
     results = Results()
     phases: dict[str, float] = {}
     began = time.monotonic()
-    ttfa_round(url, 1, audio, plan.max_tokens)  # first calls on new shapes are slow
+    ttfa_round(connect, 1, audio, plan.max_tokens)  # first calls on new shapes are slow
     phases["warm-up"] = time.monotonic() - began
     log(f"warm-up {phases['warm-up']:.1f} s")
     deadline = time.monotonic() + plan.budget_s
@@ -217,16 +288,19 @@ def run_plan(
         for n, rounds in zip(plan.concurrency, plan.rounds, strict=True):
             if r < rounds and fits("streams", n):
                 t = time.monotonic()
-                streams = ttfa_round(url, n, audio, plan.max_tokens)
+                streams = ttfa_round(connect, n, audio, plan.max_tokens)
                 results.ttfa_ms.setdefault(n, []).extend(1000 * s.first_audio_s for s in streams)
-                results.fps.setdefault(n, []).extend(s.frames_per_s() for s in streams)
+                rates = [s.frames_per_s() for s in streams]
+                results.fps.setdefault(n, []).extend(rates)
+                # nan when a stream had a single chunk: no rate, so no sum either.
+                results.summed_fps.setdefault(n, []).append(sum(rates))
                 results.audio_s.extend(sum(s.samples) / OUTPUT_SAMPLE_RATE for s in streams)
                 last["streams", n] = time.monotonic() - t
                 spent["streams"] += last["streams", n]
                 log(f"round {r + 1}: {n} streams, {last['streams', n]:.1f} s")
             if r < plan.cancel_rounds and fits("cancel", n):
                 t = time.monotonic()
-                worst, stopped = cancel_round(url, board, n, audio, plan.cancel_max_tokens)
+                worst, stopped = cancel_round(connect, board, n, audio, plan.cancel_max_tokens)
                 results.cancel_ms.setdefault(n, []).append(worst)
                 results.stages_stopped.setdefault(n, []).append(stopped)
                 spent["cancel"] += time.monotonic() - t
