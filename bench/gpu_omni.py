@@ -294,11 +294,11 @@ def served(
             return
         from bench import servers
 
-        # The stub processes inherit it (for when the launcher passes it on: see _run).
-        os.environ[OMNI_BATCHING_ENV] = "1" if batching else "0"
         server = stack.enter_context(
             servers.triton(
                 (MODEL, "cancel"),
+                omni_batching=batching,
+                omni_max_streams=max(32, *plan.concurrency),
                 omni_weights=weights,
                 model_threads=plan.threads,
                 startup_timeout_s=420.0 if plan.weights == "real" else 180.0,
@@ -393,14 +393,6 @@ def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     plan = replace(plan_for(args.weights, args.quick), mode=args.mode, sides=SIDES[args.batching])
     if args.url is not None and (args.mode != "triton" or args.batching == "both"):
         raise cli.Usage("--url is a running server: --mode triton and --batching on or off")
-    if args.mode == "triton" and args.url is None and False in plan.sides:
-        # orchestrator/triton/launcher.py builds the stubs' ModelSettings itself and writes
-        # TURNTAKER_OMNI_BATCHING=1 into their environment whatever this process has: an
-        # "unbatched" server would be a batched one under the wrong label.
-        raise cli.Usage(
-            "--mode triton cannot start an unbatched server yet (the launcher always passes "
-            f"{OMNI_BATCHING_ENV}=1); use --batching on, --mode direct, or --url"
-        )
     if args.budget_s is not None:
         plan = replace(plan, budget_s=args.budget_s)
     if args.layers is not None:

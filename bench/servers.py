@@ -63,6 +63,8 @@ def triton(
     model_threads: int = 1,
     startup_timeout_s: float = 120.0,
     log_dir: Path | None = None,
+    omni_batching: bool = True,
+    omni_max_streams: int = 32,
 ) -> Iterator[TritonServer]:
     """A local tritonserver serving `models` for the block (rules 1, 2)."""
     folder = log_dir if log_dir is not None else Path(tempfile.mkdtemp(prefix="bench-triton-"))
@@ -77,6 +79,8 @@ def triton(
         model_threads=model_threads,
         startup_timeout_s=startup_timeout_s,
         log_file=folder / "tritonserver.log",
+        omni_batching=omni_batching,
+        omni_max_streams=omni_max_streams,
     )
     with TritonServer(config) as server:
         yield server

@@ -73,6 +73,10 @@ class TritonConfig:
     # The thinker's prompt journal (TURNTAKER_PROMPT_LOG): one JSON line per accepted request;
     # None: no journal.
     prompt_log: Path | None = None
+    # Qwen3-Omni's stages batch their streams (TURNTAKER_OMNI_BATCHING); False: one stream at
+    # a time per forward, kept to measure against. Streams each omni stage serves at once.
+    omni_batching: bool = True
+    omni_max_streams: int = 32
 
     def __post_init__(self) -> None:
         # Refused here, before a server starts, rather than as a `null` model that fails to load.
@@ -289,6 +293,8 @@ class TritonServer:
             threads=self.config.model_threads,
             null_speed=self.config.null_speed,
             prompt_log=self.config.prompt_log,
+            omni_batching=self.config.omni_batching,
+            omni_max_streams=self.config.omni_max_streams,
         )
 
     def board(self) -> CancelBoard:

@@ -75,15 +75,20 @@ def test_targets_say_met_or_missed_per_side_at_10_streams() -> None:
     assert gpu_omni._target("codec frames/s per stream", {True: 1.0}) == ""
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--mode", "triton"],  # both sides: the launcher cannot start an unbatched server
-        ["--mode", "triton", "--batching", "off"],
-        ["--url", "127.0.0.1:1", "--board", "/nonexistent"],  # a given server is one side
-    ],
-)
-def test_an_unbatched_triton_side_that_would_be_batched_is_refused(argv: list[str]) -> None:
+def test_a_given_server_is_one_side_so_both_sides_are_refused() -> None:
     with pytest.raises(SystemExit) as exited:
-        gpu_omni.main(argv)
+        gpu_omni.main(["--url", "127.0.0.1:1", "--board", "/nonexistent"])
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_a_triton_side_reaches_the_stage_processes_as_its_setting(batching: bool) -> None:
+    from orchestrator.triton.launcher import TritonConfig, TritonServer
+    from turntaker_models.settings import OMNI_BATCHING_ENV, OMNI_MAX_STREAMS_ENV
+
+    server = TritonServer(
+        TritonConfig(Path("model_repository"), omni_batching=batching, omni_max_streams=40)
+    )
+    env = server.model_settings().environment()
+    assert env[OMNI_BATCHING_ENV] == ("1" if batching else "0")
+    assert env[OMNI_MAX_STREAMS_ENV] == "40"
