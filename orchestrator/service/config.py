@@ -32,6 +32,11 @@ class ServiceConfig:
     pipeline: Pipeline = "cascade"
     omni_weights: Path | None = None
     model_threads: int = 1
+    # Qwen3-Omni's stages batch their streams (turntaker_models/omni/batcher.py); each serves
+    # `omni_max_streams` at once, of at most `omni_max_positions` (prompt + answer) each.
+    omni_batching: bool = True
+    omni_max_streams: int = 32
+    omni_max_positions: int = 4096
     # Model name reported in session.created.
     model: str = "turntaker"
     max_message_bytes: int = 15 * 1024 * 1024
@@ -153,6 +158,8 @@ def _coerce(name: str, raw: Any) -> Any:
         return int(raw)
     if text == "float":
         return float(raw)
+    if text == "bool" and isinstance(raw, str):
+        return raw.strip().lower() not in ("0", "false", "no", "off", "")
     return raw
 
 

@@ -127,6 +127,9 @@ def local_triton(config: ServiceConfig) -> Iterator[TritonServer]:
             models=needed_models(config),
             omni_weights=config.omni_weights,
             model_threads=config.model_threads,
+            omni_batching=config.omni_batching,
+            omni_max_streams=config.omni_max_streams,
+            omni_max_positions=config.omni_max_positions,
             # The server's own log would drown the realtime server's lines.
             log_file=default_cache_dir() / "tritonserver.log",
         )

@@ -77,6 +77,7 @@ class TritonConfig:
     # a time per forward, kept to measure against. Streams each omni stage serves at once.
     omni_batching: bool = True
     omni_max_streams: int = 32
+    omni_max_positions: int = 4096
 
     def __post_init__(self) -> None:
         # Refused here, before a server starts, rather than as a `null` model that fails to load.
@@ -295,6 +296,7 @@ class TritonServer:
             prompt_log=self.config.prompt_log,
             omni_batching=self.config.omni_batching,
             omni_max_streams=self.config.omni_max_streams,
+            omni_max_positions=self.config.omni_max_positions,
         )
 
     def board(self) -> CancelBoard:

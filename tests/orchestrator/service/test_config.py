@@ -60,3 +60,12 @@ def test_deadlines_come_from_the_environment_as_seconds() -> None:
 def test_a_deadline_must_be_positive(value: str) -> None:
     with pytest.raises(ValueError, match="chunk_timeout_s must be > 0"):
         load_config(env={"TURNTAKER_CHUNK_TIMEOUT_S": value})
+
+
+@pytest.mark.parametrize(("raw", "batching"), [("0", False), ("off", False), ("1", True)])
+def test_omni_batching_and_its_bounds_come_from_the_env(raw: str, batching: bool) -> None:
+    env = {"TURNTAKER_OMNI_BATCHING": raw, "TURNTAKER_OMNI_MAX_STREAMS": "12"}
+    config = load_config(env=env)
+    assert config.omni_batching is batching
+    assert config.omni_max_streams == 12
+    assert load_config(env={}).omni_batching is True
