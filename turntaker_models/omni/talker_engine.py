@@ -10,6 +10,7 @@ import torch
 from turntaker_models.omni.batcher import Gather, StepBatcher
 from turntaker_models.omni.sampling import SamplingConfig, choose
 from turntaker_models.omni.slots import SlotCache, shape_of
+from turntaker_models.omni.thinker_engine import padded_positions, within
 
 # A stream's codebook-0 rule: given its talker logits [V], the token, and whether the frame
 # goes on to its other codebooks (False at codec EOS or the length cap).
@@ -33,16 +34,17 @@ class Framed:
     rows: list[torch.Tensor]  # each codebook's embedding [H]: their sum is the next input
 
 
-def one_prefill(jobs: Sequence[Frame]) -> list[int]:
-    """Rule 1: every one-position step, and the first prefill waiting."""
-    steps = [i for i, job in enumerate(jobs) if job.embeds.shape[1] == 1]
-    prefills = [i for i, job in enumerate(jobs) if job.embeds.shape[1] > 1]
-    return steps + prefills[:1]
-
-
 class TalkerEngine:
-    def __init__(self, model: Any, slots: int, max_len: int, gather: Gather | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        slots: int,
+        max_len: int,
+        gather: Gather | None = None,
+        prefill_tokens: int = 4096,
+    ) -> None:
         self.model = model
+        self.prefill_tokens = prefill_tokens
         self.device: torch.device = model.device
         text_config = model.config.text_config
         self.max_len = min(max_len, int(text_config.max_position_embeddings))
@@ -53,7 +55,7 @@ class TalkerEngine:
         self.groups = int(model.config.num_code_groups)
         self._slots = threading.Lock()
         self.batcher: StepBatcher[Frame, Framed] = StepBatcher(
-            "talker", self._run, max_batch=slots, gather=gather, pick=one_prefill
+            "talker", self._run, max_batch=slots, gather=gather, pick=self._pick
         )
 
     # --- a stream's side (its own thread) ------------------------------------------------------
@@ -75,14 +77,21 @@ class TalkerEngine:
 
     # --- the batcher's side ------------------------------------------------------------------
 
+    def _pick(self, jobs: Sequence[Frame]) -> list[int]:
+        """Rule 1: every one-position step, and the oldest prefills that fit the budget."""
+        steps = [i for i, job in enumerate(jobs) if job.embeds.shape[1] == 1]
+        prefills = [i for i, job in enumerate(jobs) if job.embeds.shape[1] > 1]
+        fit = within(self.prefill_tokens, [jobs[i].embeds.shape[1] for i in prefills])
+        return steps + prefills[:fit]
+
     @torch.inference_mode()
     def _run(self, jobs: Sequence[Frame]) -> list[Framed | BaseException]:
         """Rule 1."""
         order = [i for i, job in enumerate(jobs) if job.embeds.shape[1] > 1]
         steps = [i for i, job in enumerate(jobs) if job.embeds.shape[1] == 1]
         outs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for i in order:
-            outs[i] = self._forward([jobs[i]])[0]
+        if order:
+            outs.update(zip(order, self._forward([jobs[i] for i in order]), strict=True))
         if steps:
             outs.update(zip(steps, self._forward([jobs[i] for i in steps]), strict=True))
         firsts: dict[int, int] = {}
@@ -108,11 +117,17 @@ class TalkerEngine:
         return [results[i] for i in range(len(jobs))]
 
     def _forward(self, jobs: Sequence[Frame]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """One talker forward over `jobs`, all of one length (one prefill, or one-position
-        steps): each row's last logits [V] and last hidden state [1, 1, H]."""
-        mask = self.cache.select([(job.slot, job.embeds.shape[1]) for job in jobs])
-        embeds = torch.cat([job.embeds.to(self.device, self.model.dtype) for job in jobs])
-        positions = torch.cat([job.positions.to(self.device) for job in jobs], dim=1)
+        """One talker forward over `jobs` (prefills, or one-position steps), padded on the
+        right to the longest: each row's logits [V] and last hidden state [1, 1, H] at its
+        own last position."""
+        lengths = [job.embeds.shape[1] for job in jobs]
+        q = max(lengths)
+        mask = self.cache.select(list(zip([job.slot for job in jobs], lengths, strict=True)))
+        embeds = torch.zeros(len(jobs), q, jobs[0].embeds.shape[-1], dtype=self.model.dtype)
+        embeds = embeds.to(self.device)
+        for row, job in enumerate(jobs):
+            embeds[row, : lengths[row]] = job.embeds[0].to(self.device, self.model.dtype)
+        positions = padded_positions([job.positions for job in jobs], q, self.device)
         out = self.model(
             inputs_embeds=embeds,
             position_ids=positions,
@@ -126,7 +141,10 @@ class TalkerEngine:
         self.cache.advance()
         # generate() reads the talker's last hidden state from its hidden-state list.
         last = out.hidden_states[0][-1]
-        return [(out.logits[row, -1].float(), last[row : row + 1, -1:]) for row in range(len(jobs))]
+        return [
+            (out.logits[row, n - 1].float(), last[row : row + 1, n - 1 : n])
+            for row, n in enumerate(lengths)
+        ]
 
     def _predict(
         self, hidden: list[torch.Tensor], firsts: list[int], jobs: list[Frame]

@@ -8,8 +8,11 @@ Rules:
 1. A round runs every waiting decode step as one forward, rows of different lengths side by
    side (slots.py rules 2-4); a row feeding several tokens (a call's forced tokens) is padded
    on the right to the longest, and its logits are read at its own last token.
-2. At most one prefill per round, alone, before the round's steps (batcher.py rule 2): a new
-   stream joins at a step boundary, and one long prompt stalls the others by one prefill.
+2. A round's prefills run as one forward before its steps, padded on the right like rule 1's
+   rows, their audio and images batched through the encoders: as many as fit
+   `prefill_tokens` positions, and at least the oldest (batcher.py rule 2). A new stream joins
+   at a step boundary, and the others' next step waits for at most `prefill_tokens` positions
+   of prefill, or one longer prompt alone.
 3. Slots: one per stream, taken at prefill and given back at `close`; there are as many as the
    stage serves streams, so a stream past them is refused by the stage before it gets here
    (`SlotFull` is the guard). A stream's prompt and answer must fit `max_len` positions.
@@ -54,16 +57,51 @@ class Out:
 Job = Prefill | Step
 
 
-def one_prefill(jobs: Sequence[Job]) -> list[int]:
-    """Rule 2: every step, and the first prefill waiting (alone if no step waits)."""
-    steps = [i for i, job in enumerate(jobs) if isinstance(job, Step)]
-    prefills = [i for i, job in enumerate(jobs) if isinstance(job, Prefill)]
-    return steps + prefills[:1]
+def within(budget: int, lengths: Sequence[int]) -> int:
+    """How many of the oldest prefills (of these lengths, oldest first) fit `budget` positions
+    together: at least one (rule 2)."""
+    total = count = 0
+    for length in lengths:
+        if count and total + length > budget:
+            break
+        total += length
+        count += 1
+    return count
+
+
+def pad_right(rows: Sequence[torch.Tensor], fill: int = 0) -> torch.Tensor:
+    """[n, max(len)] of 1-D rows, padded on the right (rule 1's padded positions)."""
+    out = torch.full((len(rows), max(r.shape[0] for r in rows)), fill, dtype=rows[0].dtype)
+    for i, row in enumerate(rows):
+        out[i, : row.shape[0]] = row
+    return out
+
+
+def padded_positions(given: Sequence[torch.Tensor], q: int, device: torch.device) -> torch.Tensor:
+    """[4, n, q] of each row's [4, 1, len] positions; a row's padded queries go on from its
+    last position (their output is never read)."""
+    positions = torch.zeros(4, len(given), q, dtype=torch.long, device=device)
+    for row, rows in enumerate(given):
+        n = rows.shape[-1]
+        rows = rows.to(device).reshape(4, n)
+        positions[:, row, :n] = rows
+        if n < q:
+            more = torch.arange(1, q - n + 1, device=device)
+            positions[:, row, n:] = rows[:, -1:] + more
+    return positions
 
 
 class ThinkerEngine:
-    def __init__(self, model: Any, slots: int, max_len: int, gather: Gather | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        slots: int,
+        max_len: int,
+        gather: Gather | None = None,
+        prefill_tokens: int = 4096,
+    ) -> None:
         self.model = model
+        self.prefill_tokens = prefill_tokens
         self.device: torch.device = model.device
         text_config = model.config.text_config
         self.max_len = min(max_len, int(text_config.max_position_embeddings))
@@ -73,7 +111,7 @@ class ThinkerEngine:
         )
         self._slots = threading.Lock()
         self.batcher: StepBatcher[Job, Out] = StepBatcher(
-            "thinker", self._run, max_batch=slots, gather=gather, pick=one_prefill
+            "thinker", self._run, max_batch=slots, gather=gather, pick=self._pick
         )
 
     # --- a stream's side (its own thread) ------------------------------------------------------
@@ -98,44 +136,78 @@ class ThinkerEngine:
 
     # --- the batcher's side --------------------------------------------------------------------
 
+    def _pick(self, jobs: Sequence[Job]) -> list[int]:
+        """Rule 2: every step, and the oldest prefills that fit the budget."""
+        steps = [i for i, job in enumerate(jobs) if isinstance(job, Step)]
+        prefills = [(i, job) for i, job in enumerate(jobs) if isinstance(job, Prefill)]
+        fit = within(self.prefill_tokens, [job.length for _, job in prefills])
+        return steps + [i for i, _ in prefills[:fit]]
+
     @torch.inference_mode()
     def _run(self, jobs: Sequence[Job]) -> list[Out]:
         results: dict[int, Out] = {}
+        prefills = [(i, job) for i, job in enumerate(jobs) if isinstance(job, Prefill)]
         steps = [(i, job) for i, job in enumerate(jobs) if isinstance(job, Step)]
-        for i, job in enumerate(jobs):
-            if isinstance(job, Prefill):
-                results[i] = self._prefill(job)
+        if prefills:
+            outs = self._prefills([job for _, job in prefills])
+            results.update(zip([i for i, _ in prefills], outs, strict=True))
         if steps:
-            for (i, _), logits in zip(steps, self._steps([job for _, job in steps]), strict=True):
-                results[i] = Out(logits)
+            outs = [Out(x) for x in self._steps([job for _, job in steps])]
+            results.update(zip([i for i, _ in steps], outs, strict=True))
         return [results[i] for i in range(len(jobs))]
 
-    def _prefill(self, job: Prefill) -> Out:
-        mask = self.cache.select([(job.slot, job.length)])
+    def _prefills(self, jobs: Sequence[Prefill]) -> list[Out]:
+        q = max(job.length for job in jobs)
+        mask = self.cache.select([(job.slot, job.length) for job in jobs])
+        ids = pad_right([job.inputs["input_ids"][0] for job in jobs])
+        positions = padded_positions([job.inputs["position_ids"] for job in jobs], q, self.device)
+        hidden = any(job.hidden for job in jobs)
         out = self.model(
-            **job.inputs,
+            input_ids=ids.to(self.device),
+            position_ids=positions,
             attention_mask=mask,
             cache=self.cache,
             use_cache=True,
-            output_hidden_states=job.hidden,
+            output_hidden_states=hidden,
+            **self._media(jobs),
         )
         self.cache.advance()
-        return Out(out.logits[0, -1], out.hidden_states if job.hidden else None)
+        return [
+            Out(
+                out.logits[row, job.length - 1],
+                tuple(h[row : row + 1, : job.length] for h in out.hidden_states)
+                if job.hidden
+                else None,
+            )
+            for row, job in enumerate(jobs)
+        ]
+
+    def _media(self, jobs: Sequence[Prefill]) -> dict[str, Any]:
+        """The rows' audio and images, in row order: the model places the k-th audio (image)
+        of the batch at its k-th audio (image) placeholder, row after row. Mel features are
+        padded to the longest (the feature mask says which frames are real)."""
+        media: dict[str, Any] = {}
+        features = [j.inputs for j in jobs if j.inputs.get("input_features") is not None]
+        if features:
+            frames = max(f["input_features"].shape[-1] for f in features)
+            padded, masks = [], []
+            for f in features:
+                extra = frames - f["input_features"].shape[-1]
+                padded.append(torch.nn.functional.pad(f["input_features"], (0, extra)))
+                masks.append(torch.nn.functional.pad(f["feature_attention_mask"], (0, extra)))
+            media["input_features"] = torch.cat(padded)
+            media["feature_attention_mask"] = torch.cat(masks)
+        images = [j.inputs for j in jobs if j.inputs.get("pixel_values") is not None]
+        if images:
+            media["pixel_values"] = torch.cat([i["pixel_values"] for i in images])
+            media["image_grid_thw"] = torch.cat([i["image_grid_thw"] for i in images])
+        return media
 
     def _steps(self, steps: Sequence[Step]) -> list[torch.Tensor]:
         q = max(len(step.ids) for step in steps)
         mask = self.cache.select([(step.slot, len(step.ids)) for step in steps])
-        ids = torch.zeros(len(steps), q, dtype=torch.long)
-        positions = torch.zeros(4, len(steps), q, dtype=torch.long, device=self.device)
-        for row, step in enumerate(steps):
-            n = len(step.ids)
-            ids[row, :n] = torch.tensor(step.ids)
-            given = step.positions.to(self.device).reshape(4, n)
-            positions[:, row, :n] = given
-            # Padded queries (rule 1) continue the row's positions; their output is unread.
-            if n < q:
-                more = torch.arange(1, q - n + 1, device=self.device)
-                positions[:, row, n:] = given[:, -1:] + more
+        ids = pad_right([torch.tensor(step.ids) for step in steps])
+        positions = padded_positions([step.positions for step in steps], q, self.device)
         out = self.model(
             input_ids=ids.to(self.device),
             position_ids=positions,

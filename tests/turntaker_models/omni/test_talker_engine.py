@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pytest
@@ -151,10 +152,25 @@ def test_rule3_each_stream_batched_speaks_the_codes_it_speaks_alone(
     alone = {name: speak(tiny, p, Engines(None, None), None) for name, p in chosen.items()}
     assert engines.talker is not None
     rounds, jobs = engines.talker.batcher.rounds, engines.talker.batcher.jobs
-    batched = together(tiny, engines, chosen, {})
+    talker = engines.talker
+    forward = talker._forward
+    prefilled: list[int] = []
+
+    def counting(frames: Any) -> Any:
+        if frames[0].embeds.shape[1] > 1:
+            prefilled.append(len(frames))
+        return forward(frames)
+
+    talker._forward = counting  # type: ignore[method-assign]
+    try:
+        batched = together(tiny, engines, chosen, {})
+    finally:
+        del talker._forward
     for name in chosen:
         assert alone[name].frames, f"{name} spoke nothing: the test would prove nothing"
         assert_same(alone[name], batched[name], name)
+    # The streams' conditionings differ in length: padded rows are read at their own ends.
+    assert max(prefilled) > 1, f"rule 1: the prefills never shared a forward: {prefilled}"
     ran = engines.talker.batcher.jobs - jobs, engines.talker.batcher.rounds - rounds
     assert ran[0] / ran[1] > 1.5, f"rule 1: {ran[0]} frames in {ran[1]} rounds"
     assert engines.talker.cache.active == 0, "rule 4: every slot is given back"

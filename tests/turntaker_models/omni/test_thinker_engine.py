@@ -163,7 +163,19 @@ def test_rule4_each_stream_batched_chooses_what_it_chooses_alone(
     chosen = streams(tiny)
     alone = {s.name: generate(tiny, s, None) for s in chosen}
     rounds, jobs = engine.batcher.rounds, engine.batcher.jobs
-    batched = together(tiny, engine, chosen)
+    prefilled: list[int] = []
+    prefills = engine._prefills
+
+    def counting(jobs: Any) -> Any:
+        prefilled.append(len(jobs))
+        return prefills(jobs)
+
+    engine._prefills = counting  # type: ignore[method-assign]
+    try:
+        batched = together(tiny, engine, chosen)
+    finally:
+        del engine._prefills
+    assert max(prefilled) > 1, f"rule 2: the prefills never shared a forward: {prefilled}"
     for stream in chosen:
         assert_same(alone[stream.name], batched[stream.name], stream.name)
     # The call stream decodes under its grammar in the batch too: its forced tokens went in
