@@ -22,8 +22,7 @@
 #   cache silently dropped into **kwargs: no KV reuse).
 # - flite is optional: without it the prompt's speech is a synthetic signal of the same length.
 # `--mode triton` (tritonserver + gRPC) still works where nvidia-pytriton and tritonclient are
-# installed, batching on only for a server it starts (the launcher always passes
-# TURNTAKER_OMNI_BATCHING=1 to the stubs).
+# installed: one server per batching side (TritonConfig.omni_batching reaches the stubs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
