@@ -24,6 +24,8 @@ model's context; a fixed slot is the simplest static shape, and `max_len` is a s
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +55,19 @@ class SlotFull(RuntimeError):
 
 
 class SlotCache:
-    """Duck-types transformers' `Cache` where the attention layers use it (`update`)."""
+    """Duck-types transformers' `Cache` where the attention layers use it (`update`).
+
+    Streams' threads `take` and `release` slots (under a lock); one batcher thread runs the
+    forwards (`select`, `update`, `advance`)."""
+
+    @classmethod
+    def for_model(cls, model: Any, slots: int, max_len: int) -> SlotCache:
+        """A cache for a transformers decoder (its `config.text_config`), at most as long as the
+        model's context."""
+        text_config = model.config.text_config
+        max_len = min(max_len, int(text_config.max_position_embeddings))
+        sdpa = model.config._attn_implementation == "sdpa"
+        return cls(shape_of(text_config, slots, max_len), model.dtype, model.device, sdpa)
 
     def __init__(
         self, shape: SlotShape, dtype: torch.dtype, device: torch.device, bool_mask: bool
@@ -68,6 +82,7 @@ class SlotCache:
         self.values = [torch.zeros(size, dtype=dtype, device=device) for _ in range(shape.layers)]
         self.lengths = [0] * shape.slots
         self.free = list(range(shape.slots - 1, -1, -1))
+        self._lock = threading.Lock()
         self._rows = torch.zeros(0, dtype=torch.long, device=device)
         self._columns = torch.zeros(0, 0, dtype=torch.long, device=device)
         self._span = 0
@@ -76,17 +91,19 @@ class SlotCache:
     # --- slots -------------------------------------------------------------------------------
 
     def take(self) -> int:
-        if not self.free:
-            raise SlotFull(f"all {self.shape.slots} slots are taken")
-        slot = self.free.pop()
-        self.lengths[slot] = 0
-        return slot
+        with self._lock:
+            if not self.free:
+                raise SlotFull(f"all {self.shape.slots} slots are taken")
+            slot = self.free.pop()
+            self.lengths[slot] = 0
+            return slot
 
     def release(self, slot: int) -> None:
-        if slot in self.free:
-            return
-        self.lengths[slot] = 0
-        self.free.append(slot)
+        with self._lock:
+            if slot in self.free:
+                return
+            self.lengths[slot] = 0
+            self.free.append(slot)
 
     def room(self, slot: int) -> int:
         return self.shape.max_len - self.lengths[slot]
@@ -154,3 +171,40 @@ class SlotCache:
     @property
     def is_compileable(self) -> bool:
         return False
+
+
+# --- rows padded to one forward (rule 4) ---------------------------------------------------
+
+
+def within(budget: int, lengths: Sequence[int]) -> int:
+    """How many of the oldest prefills (of these lengths, oldest first) fit `budget` positions
+    together: at least one (rule 2)."""
+    total = count = 0
+    for length in lengths:
+        if count and total + length > budget:
+            break
+        total += length
+        count += 1
+    return count
+
+
+def pad_right(rows: Sequence[torch.Tensor], fill: int = 0) -> torch.Tensor:
+    """[n, max(len)] of 1-D rows, padded on the right (rule 1's padded positions)."""
+    out = torch.full((len(rows), max(r.shape[0] for r in rows)), fill, dtype=rows[0].dtype)
+    for i, row in enumerate(rows):
+        out[i, : row.shape[0]] = row
+    return out
+
+
+def padded_positions(given: Sequence[torch.Tensor], q: int, device: torch.device) -> torch.Tensor:
+    """[4, n, q] of each row's [4, 1, len] positions; a row's padded queries go on from its
+    last position (their output is never read)."""
+    positions = torch.zeros(4, len(given), q, dtype=torch.long, device=device)
+    for row, rows in enumerate(given):
+        n = rows.shape[-1]
+        rows = rows.to(device).reshape(4, n)
+        positions[:, row, :n] = rows
+        if n < q:
+            more = torch.arange(1, q - n + 1, device=device)
+            positions[:, row, n:] = rows[:, -1:] + more
+    return positions

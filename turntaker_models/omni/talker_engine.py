@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,8 +8,7 @@ import torch
 
 from turntaker_models.omni.batcher import Gather, StepBatcher
 from turntaker_models.omni.sampling import SamplingConfig, choose
-from turntaker_models.omni.slots import SlotCache, shape_of
-from turntaker_models.omni.thinker_engine import padded_positions, within
+from turntaker_models.omni.slots import SlotCache, padded_positions, within
 
 # A stream's codebook-0 rule: given its talker logits [V], the token, and whether the frame
 # goes on to its other codebooks (False at codec EOS or the length cap).
@@ -46,14 +44,9 @@ class TalkerEngine:
         self.model = model
         self.prefill_tokens = prefill_tokens
         self.device: torch.device = model.device
-        text_config = model.config.text_config
-        self.max_len = min(max_len, int(text_config.max_position_embeddings))
-        sdpa = model.config._attn_implementation == "sdpa"
-        self.cache = SlotCache(
-            shape_of(text_config, slots, self.max_len), model.dtype, self.device, sdpa
-        )
+        self.cache = SlotCache.for_model(model, slots, max_len)
+        self.max_len = self.cache.shape.max_len
         self.groups = int(model.config.num_code_groups)
-        self._slots = threading.Lock()
         self.batcher: StepBatcher[Frame, Framed] = StepBatcher(
             "talker", self._run, max_batch=slots, gather=gather, pick=self._pick
         )
@@ -61,16 +54,14 @@ class TalkerEngine:
     # --- a stream's side (its own thread) ------------------------------------------------------
 
     def open(self) -> int:
-        with self._slots:
-            return self.cache.take()
+        return self.cache.take()
 
     def frame(self, job: Frame) -> Framed:
         return self.batcher.call(job.slot, job)
 
     def close(self, slot: int) -> None:
         self.batcher.leave(slot)
-        with self._slots:
-            self.cache.release(slot)
+        self.cache.release(slot)
 
     def shutdown(self) -> None:
         self.batcher.close()

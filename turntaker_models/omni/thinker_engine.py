@@ -22,7 +22,6 @@ Rules:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import torch
 
 from turntaker_models.omni.batcher import Gather, StepBatcher
-from turntaker_models.omni.slots import SlotCache, shape_of
+from turntaker_models.omni.slots import SlotCache, pad_right, padded_positions, within
 
 
 @dataclass(frozen=True)
@@ -57,40 +56,6 @@ class Out:
 Job = Prefill | Step
 
 
-def within(budget: int, lengths: Sequence[int]) -> int:
-    """How many of the oldest prefills (of these lengths, oldest first) fit `budget` positions
-    together: at least one (rule 2)."""
-    total = count = 0
-    for length in lengths:
-        if count and total + length > budget:
-            break
-        total += length
-        count += 1
-    return count
-
-
-def pad_right(rows: Sequence[torch.Tensor], fill: int = 0) -> torch.Tensor:
-    """[n, max(len)] of 1-D rows, padded on the right (rule 1's padded positions)."""
-    out = torch.full((len(rows), max(r.shape[0] for r in rows)), fill, dtype=rows[0].dtype)
-    for i, row in enumerate(rows):
-        out[i, : row.shape[0]] = row
-    return out
-
-
-def padded_positions(given: Sequence[torch.Tensor], q: int, device: torch.device) -> torch.Tensor:
-    """[4, n, q] of each row's [4, 1, len] positions; a row's padded queries go on from its
-    last position (their output is never read)."""
-    positions = torch.zeros(4, len(given), q, dtype=torch.long, device=device)
-    for row, rows in enumerate(given):
-        n = rows.shape[-1]
-        rows = rows.to(device).reshape(4, n)
-        positions[:, row, :n] = rows
-        if n < q:
-            more = torch.arange(1, q - n + 1, device=device)
-            positions[:, row, n:] = rows[:, -1:] + more
-    return positions
-
-
 class ThinkerEngine:
     def __init__(
         self,
@@ -103,13 +68,8 @@ class ThinkerEngine:
         self.model = model
         self.prefill_tokens = prefill_tokens
         self.device: torch.device = model.device
-        text_config = model.config.text_config
-        self.max_len = min(max_len, int(text_config.max_position_embeddings))
-        sdpa = model.config._attn_implementation == "sdpa"
-        self.cache = SlotCache(
-            shape_of(text_config, slots, self.max_len), model.dtype, self.device, sdpa
-        )
-        self._slots = threading.Lock()
+        self.cache = SlotCache.for_model(model, slots, max_len)
+        self.max_len = self.cache.shape.max_len
         self.batcher: StepBatcher[Job, Out] = StepBatcher(
             "thinker", self._run, max_batch=slots, gather=gather, pick=self._pick
         )
@@ -117,8 +77,7 @@ class ThinkerEngine:
     # --- a stream's side (its own thread) ------------------------------------------------------
 
     def open(self) -> int:
-        with self._slots:
-            return self.cache.take()
+        return self.cache.take()
 
     def prefill(self, slot: int, inputs: dict[str, Any], length: int, hidden: bool) -> Out:
         return self.batcher.call(slot, Prefill(slot, inputs, length, hidden))
@@ -128,8 +87,7 @@ class ThinkerEngine:
 
     def close(self, slot: int) -> None:
         self.batcher.leave(slot)
-        with self._slots:
-            self.cache.release(slot)
+        self.cache.release(slot)
 
     def shutdown(self) -> None:
         self.batcher.close()
