@@ -36,7 +36,7 @@ class Room:
     def impulse_response(self, rate: int) -> Audio:
         """Rule 1, normalised so that speech through it keeps about its RMS at 0 dB."""
         rng = np.random.default_rng(self.seed)
-        delay = int(round(self.delay_ms * rate / 1000))
+        delay = round(self.delay_ms * rate / 1000)
         tail = int(self.rt60_s * rate)
         t = np.arange(tail) / rate
         decay = np.exp(-6.9 * t / self.rt60_s)  # 60 dB down at rt60
