@@ -184,7 +184,10 @@ class SessionCore:
         if isinstance(event, ProtocolError):
             return self.reject(event)
         if isinstance(event, SpeechProbabilities):
-            self._ask(self._turns.speech_probabilities(event))
+            vad = self.settings.turn_detection
+            threshold = vad.threshold if vad is not None else 0.5
+            heard = self._processing.over_echo(event, threshold)
+            self._ask(self._turns.speech_probabilities(heard))
         elif isinstance(event, VadDown):
             self._turns.vad_unavailable(event.reason)
         elif isinstance(event, VadSpeechStarted | VadSpeechStopped | VadPaused | VadResumed):

@@ -19,11 +19,19 @@ Rules:
    that delay, at most a few ms).
 6. Turning it off drops its state; turning it on again starts fresh (a new canceller learns
    the echo path again).
+7. Over the echo a chunk must be clearly speech to count: while the reference played within
+   the last `ECHO_TAIL_MS` (the room's delay and reverberation), a VAD probability below
+   `ECHO_SPEECH` is scaled down under the session's threshold (`over_echo`). A canceller
+   still learning the echo path (the first seconds of an answer) or losing it for a moment
+   (the client's playout shifts after an underrun) leaves a residual that silero scores up
+   to about 0.7; a user who speaks over the answer scores 0.95 and more within one or two
+   chunks. The order of probabilities is kept, so silence stays silence.
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -33,6 +41,7 @@ from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import PCM16, NoiseReductionType, SessionConfig
 from orchestrator.session.echo.far_end import FarEnd
 from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Suppressor
+from orchestrator.session.inputs import SpeechProbabilities
 
 __all__ = ["InputProcessing", "check"]
 
@@ -40,6 +49,13 @@ RATE = 24000
 # Rule 3's bound: audio queued ahead of playback (a client buffers a few seconds at most).
 MAX_AHEAD = 60 * RATE
 RECENT = 8  # responses whose sent length is remembered
+# Rule 7: how long after the reference an echo can still be heard, and the probability a chunk
+# needs then to be speech.
+ECHO_TAIL_MS = 600
+ECHO_SPEECH = 0.85
+# A reference sample at or under this (int16) plays nothing: -60 dBFS.
+AUDIBLE = 33
+SPANS = 256  # rule 7's memory of when the reference played: seconds of appends
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +94,8 @@ class InputProcessing:
         # Samples of each recent response sent so far: where its next delta starts (rule 3's
         # ACK correction counts from a response's first sample).
         self._sent: dict[str, int] = {}
+        # Rule 7: the appends (input ms, start and end) in which the reference had sound.
+        self._played_at: deque[tuple[int, int]] = deque(maxlen=SPANS)
 
     @property
     def active(self) -> bool:
@@ -121,7 +139,11 @@ class InputProcessing:
         near: Pcm = np.frombuffer(data[:whole], dtype="<i2").astype(np.int16)
         if near.size:
             if self._canceller is not None and self._far is not None:
-                near = self._canceller.process(near, self._far.take(near.size))
+                far = self._far.take(near.size)
+                if int(np.abs(far).max()) > AUDIBLE:
+                    end = self._far.position * 1000 // RATE
+                    self._played_at.append((end - near.size * 1000 // RATE, end))
+                near = self._canceller.process(near, far)
             elif self._suppressor is not None:
                 near = self._suppressor.process(near)
         return near.astype("<i2").tobytes()
@@ -146,6 +168,18 @@ class InputProcessing:
                 far.resume()
             elif isinstance(event, se.OutputAudioBufferCleared | se.ConversationItemTruncated):
                 far.clear()
+
+    def over_echo(self, answer: SpeechProbabilities, threshold: float) -> SpeechProbabilities:
+        """Rule 7: the VAD's answer as turn detection hears it."""
+        if self._far is None or not self._played_at:
+            return answer
+        heard = []
+        for probability, end_ms in zip(answer.probabilities, answer.chunk_end_ms, strict=True):
+            echo = any(start <= end_ms <= end + ECHO_TAIL_MS for start, end in self._played_at)
+            if echo and probability < ECHO_SPEECH:
+                probability *= threshold / ECHO_SPEECH
+            heard.append(probability)
+        return SpeechProbabilities(tuple(heard), answer.chunk_end_ms)
 
     def acknowledged(self, response_id: str, played_ms: int) -> None:
         """Rule 3's correction."""

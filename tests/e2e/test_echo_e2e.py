@@ -130,10 +130,26 @@ def _answer_playing(phone: Speakerphone) -> str:
     return str(created[-1]["response"]["id"])
 
 
+def _timeline(session: RawSession) -> list[str]:
+    """What happened when, for a failure's message (seconds since the first event)."""
+    t0 = session.times[0] if session.times else 0.0
+    kinds = (
+        "response.created",
+        "response.done",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "output_audio_buffer.cleared",
+    )
+    out = []
+    for event, at in zip(session.events, session.times, strict=True):
+        if event["type"] in kinds:
+            extra = event.get("audio_start_ms", event.get("audio_end_ms", ""))
+            out.append(f"{at - t0:.2f} {event['type']} {extra}")
+    return out
+
+
 def _speech_starts_after(session: RawSession, index: int) -> list[dict[str, Any]]:
-    return [
-        e for e in session.events[index:] if e["type"] == "input_audio_buffer.speech_started"
-    ]
+    return [e for e in session.events[index:] if e["type"] == "input_audio_buffer.speech_started"]
 
 
 @pytest.mark.parametrize("echo", [False, True], ids=["cancellation-off", "cancellation-on"])
@@ -153,7 +169,10 @@ def test_the_answer_s_own_echo_barges_in_only_without_cancellation(
             assert started, "the echo of the answer should have sounded like speech"
             assert session.of("output_audio_buffer.cleared"), "and barged in"
         else:
-            assert not started, f"echo started speech with cancellation on: {started}"
+            assert not started, (
+                f"echo started speech with cancellation on: {started}; {_timeline(session)}; "
+                f"played {phone.played_samples / RATE:.2f} s"
+            )
             assert done and done[0]["response"]["status"] == "completed", done
             assert not [e for e in session.of("output_audio_buffer.cleared")]
             assert phone.played_samples > RATE, "the answer played (more than a second)"

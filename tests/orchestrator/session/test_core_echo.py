@@ -205,3 +205,31 @@ def test_with_webrtc_the_echo_of_the_answer_leaves_the_input_and_the_user_stays(
     assert erle >= 20, f"the echo is only {erle:.1f} dB lower"
     kept = _db(heard[at : at + spoken.size]) - _db(spoken)
     assert kept >= -6, f"the user's speech over the echo lost {-kept:.1f} dB"
+
+
+def _speech_started(step: object) -> bool:
+    return any(isinstance(e, se.InputAudioBufferSpeechStarted) for e in step.events)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("echo", [True, False])
+def test_rule7_over_the_echo_only_clear_speech_starts_a_turn(echo: bool) -> None:
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation() if echo else None)
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()  # two seconds of answer playing
+    driver.handle(BackendAudio(start.response_id, start.seq, loud))
+    residual = driver.speak(256, 0.7)
+    assert _speech_started(residual) is not echo, "a residual-like 0.7 starts speech only raw"
+    if echo:
+        assert _speech_started(driver.speak(96, 0.97)), "a user over the echo still starts it"
+
+
+def test_rule7_after_the_echo_tail_the_plain_threshold_counts_again() -> None:
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    short = np.full(2400, 3000, dtype="<i2").tobytes()  # 100 ms of answer
+    driver.handle(BackendAudio(start.response_id, start.seq, short))
+    assert not _speech_started(driver.speak(256, 0.7))
+    driver.speak(1024, 0.0)  # the answer and its echo tail are over
+    assert _speech_started(driver.speak(96, 0.7))
