@@ -206,6 +206,26 @@ class SemanticVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
 TurnDetection = ServerVad | SemanticVad
 
 
+NoiseReductionType = Literal["near_field", "far_field"]
+
+
+class NoiseReduction(msgspec.Struct, frozen=True, kw_only=True):
+    """OpenAI's `audio.input.noise_reduction`: a noise suppressor on the input audio before
+    turn detection, transcription and the model (`near_field`: a headset or a close
+    microphone, `far_field`: a laptop or a conference room)."""
+
+    type: NoiseReductionType
+
+
+class EchoCancellation(msgspec.Struct, frozen=True, kw_only=True):
+    """`audio.input.echo_cancellation` (our extension): the server cancels the echo of its
+    own output in the input audio before turn detection, transcription and the model
+    (docs/protocol.md, "Echo cancellation"). `server`: WebRTC's AEC3, the reference being the
+    output audio as the client plays it."""
+
+    type: Literal["server"] = "server"
+
+
 class Transcription(msgspec.Struct, frozen=True, kw_only=True):
     """Input audio transcription settings; their presence turns transcripts on."""
 
@@ -247,13 +267,17 @@ class SessionPatch(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[FunctionTool, ...] | None = None
     tool_choice: ToolChoice | None = None
     truncation: Truncation | None = None
+    noise_reduction: NoiseReduction | UnsetType | None = UNSET
+    echo_cancellation: EchoCancellation | UnsetType | None = UNSET
 
 
 class SessionAudioInput(msgspec.Struct, frozen=True, kw_only=True):
     format: AudioFormat
     transcription: Transcription | None
-    noise_reduction: None = None
+    noise_reduction: NoiseReduction | None = None
     turn_detection: TurnDetection | None
+    # Our extension, left out while off so that the object is exactly OpenAI's then.
+    echo_cancellation: EchoCancellation | UnsetType = UNSET
 
 
 class SessionAudioOutput(msgspec.Struct, frozen=True, kw_only=True):
@@ -306,6 +330,11 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[FunctionTool, ...] = ()
     tool_choice: ToolChoice = "auto"
     truncation: Truncation = "auto"
+    # Off unless asked for, as OpenAI's noise_reduction: most clients that play through a
+    # speaker (browsers, WebRTC stacks) cancel their own echo, and two cancellers in a row
+    # only cost latency and speech quality (docs/protocol.md, "Echo cancellation").
+    noise_reduction: NoiseReduction | None = None
+    echo_cancellation: EchoCancellation | None = None
 
     @property
     def audio_output(self) -> bool:
@@ -332,6 +361,10 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
             changes["turn_detection"] = patch.turn_detection
         if patch.transcription is not UNSET:
             changes["transcription"] = patch.transcription
+        if patch.noise_reduction is not UNSET:
+            changes["noise_reduction"] = patch.noise_reduction
+        if patch.echo_cancellation is not UNSET:
+            changes["echo_cancellation"] = patch.echo_cancellation
         return msgspec.structs.replace(self, **changes) if changes else self
 
     def to_session_object(self, *, session_id: str, model: str) -> SessionObject:
@@ -348,7 +381,9 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
                 input=SessionAudioInput(
                     format=self.input_format,
                     transcription=self.transcription,
+                    noise_reduction=self.noise_reduction,
                     turn_detection=self.turn_detection,
+                    echo_cancellation=self.echo_cancellation or UNSET,
                 ),
                 output=SessionAudioOutput(format=self.output_format, voice=self.voice),
             ),

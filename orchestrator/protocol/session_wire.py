@@ -22,9 +22,11 @@ from .session_config import (
     PCMA,
     PCMU,
     AudioFormat,
+    EchoCancellation,
     Interruption,
     MaxTokens,
     Modality,
+    NoiseReduction,
     RetentionRatio,
     SemanticVad,
     ServerVad,
@@ -103,10 +105,20 @@ class WireTranscription(_Wire, frozen=True, kw_only=True):
     prompt: str | None = None
 
 
+class WireNoiseReduction(_Wire, frozen=True, kw_only=True):
+    type: str
+
+
+class WireEchoCancellation(_Wire, frozen=True, kw_only=True):
+    type: str = "server"
+
+
 class WireAudioInput(_Wire, frozen=True, kw_only=True):
     format: WireFormat | None = None
     turn_detection: WireTurnDetection | UnsetType | None = UNSET
     transcription: WireTranscription | UnsetType | None = UNSET
+    noise_reduction: WireNoiseReduction | UnsetType | None = UNSET
+    echo_cancellation: WireEchoCancellation | UnsetType | None = UNSET
 
 
 class WireAudioOutput(_Wire, frozen=True, kw_only=True):
@@ -353,6 +365,31 @@ def _transcription(wire: WireTranscription | None) -> Transcription | None:
     return Transcription(model=wire.model, language=wire.language, prompt=wire.prompt)
 
 
+def _noise_reduction(wire: WireNoiseReduction | None, param: str) -> NoiseReduction | None:
+    if wire is None:
+        return None
+    if wire.type not in ("near_field", "far_field"):
+        raise InvalidInput(
+            "invalid_value",
+            f"Invalid noise reduction type '{wire.type[:64]}'; expected 'near_field' or "
+            "'far_field'.",
+            f"{param}.type",
+        )
+    return NoiseReduction(type=wire.type)  # type: ignore[arg-type]
+
+
+def _echo_cancellation(wire: WireEchoCancellation | None, param: str) -> EchoCancellation | None:
+    if wire is None:
+        return None
+    if wire.type != "server":
+        raise InvalidInput(
+            "invalid_value",
+            f"Invalid echo cancellation type '{wire.type[:64]}'; expected 'server'.",
+            f"{param}.type",
+        )
+    return EchoCancellation()
+
+
 def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
     s = wire.session
     if s.type is not None and s.type != "realtime":
@@ -394,6 +431,17 @@ def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
     elif s.input_audio_transcription is not UNSET:
         transcription = _transcription(s.input_audio_transcription)
 
+    noise_reduction: NoiseReduction | UnsetType | None = UNSET
+    echo_cancellation: EchoCancellation | UnsetType | None = UNSET
+    if a_in is not None and a_in.noise_reduction is not UNSET:
+        noise_reduction = _noise_reduction(
+            a_in.noise_reduction, "session.audio.input.noise_reduction"
+        )
+    if a_in is not None and a_in.echo_cancellation is not UNSET:
+        echo_cancellation = _echo_cancellation(
+            a_in.echo_cancellation, "session.audio.input.echo_cancellation"
+        )
+
     voice = a_out.voice if a_out is not None and a_out.voice is not None else s.voice
     max_tokens: MaxTokens | None = (
         s.max_output_tokens if s.max_output_tokens is not None else s.max_response_output_tokens
@@ -418,5 +466,7 @@ def normalize_session_update(wire: WireSessionUpdate) -> SessionUpdate:
             tools=tools,
             tool_choice=tool_choice,
             truncation=_truncation(s.truncation) if s.truncation is not None else None,
+            noise_reduction=noise_reduction,
+            echo_cancellation=echo_cancellation,
         ),
     )

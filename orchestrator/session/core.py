@@ -5,7 +5,9 @@ It owns one session's SessionChart and four parts, each an object with its own s
 user's audio, turn detection, end of turn, preemptive responses, pause mode, the idle timer),
 `History` (core_history.py: items, what was heard, transcripts), `Tools` (core_tools.py:
 function calls) and `Responses` (core_responses.py: the live responses and their charts, the
-response fence, the request a response is given, its deltas). What they all need is owned once
+response fence, the request a response is given, its deltas), and one before them all:
+`InputProcessing` (core_echo.py: echo cancellation and noise reduction of the user's audio,
+which hears every step's events as the echo's reference). What they all need is owned once
 (core_outbox.py: the step's output, ids and timer tokens). The I/O layer feeds it typed inputs
 (client events parsed at the edge, VAD probabilities, backend output, transcripts, timer
 expiries, a close request) through `handle`, each with the caller's clock (`now_ms`), and
@@ -30,6 +32,8 @@ acts):
 7. The parts never call each other nor the session chart: each answers what it decided
    (session chart events, a response to start, what a response chart decided for another
    part), and the core carries that out in order. Only `Responses` feeds a response chart.
+8. Input processing sees the client's audio before any part does, and every step's events as
+   they leave (`_flush`), so its reference is exactly what the client was told to play.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from orchestrator.protocol.session_config import (
 )
 from orchestrator.session import ending
 from orchestrator.session.actions import CancelBackend, InferenceRequest, StartBackend
+from orchestrator.session.core_echo import InputProcessing, check
 from orchestrator.session.core_history import History
 from orchestrator.session.core_live import LiveResponse
 from orchestrator.session.core_outbox import Ids, Outbox
@@ -118,9 +123,16 @@ class SessionCore:
         self._turns = Turns(self.config, self._out, self._ids, self._current_settings)
         self._tools = Tools(self._out, self._ids, self._history.conversation)
         self._responses = Responses(self._out, self._ids, self._current_settings)
+        self._processing = InputProcessing(self.config.processors)
 
     def _current_settings(self) -> SessionConfig:
         return self.settings
+
+    def _flush(self) -> Step:
+        """Rule 8: the step's events leave, and the echo's reference hears them."""
+        step = self._out.flush()
+        self._processing.heard(step.events)
+        return step
 
     # What tests and metrics read ----------------------------------------------------------
     @property
@@ -164,7 +176,7 @@ class SessionCore:
     def open(self, now_ms: int | None = None) -> Step:
         self._clock(now_ms)
         self._out.send(self.env.session_created(self.settings, self.config.model))
-        return self._out.flush()
+        return self._flush()
 
     def handle(self, event: CoreInput, now_ms: int | None = None) -> Step:
         """One input, with the caller's clock (ms, monotonic) when it has one."""
@@ -191,7 +203,7 @@ class SessionCore:
             self._close(event)
         else:
             return self.client(event)
-        return self._out.flush()
+        return self._flush()
 
     def client(self, event: ce.ClientEvent) -> Step:
         self._out.event_id = event.event_id
@@ -199,21 +211,21 @@ class SessionCore:
             self._client(event)
         finally:
             self._out.event_id = None
-        return self._out.flush()
+        return self._flush()
 
     def reject(self, err: ProtocolError) -> Step:
         """A client message that failed to parse: an error event, nothing else changes."""
         self._out.send(self.env.error(err.code, err.message, err.param, err.event_id))
-        return self._out.flush()
+        return self._flush()
 
     def vad(self, event: VadEvent) -> Step:
         """A turn-detection decision (the detector's own output; tests may feed it directly)."""
         self._ask(self._turns.vad_event(event))
-        return self._out.flush()
+        return self._flush()
 
     def backend(self, event: BackendEvent) -> Step:
         self._backend(event)
-        return self._out.flush()
+        return self._flush()
 
     def _clock(self, now_ms: int | None) -> None:
         if now_ms is not None:
@@ -280,7 +292,7 @@ class SessionCore:
         if isinstance(event, ce.SessionUpdate):
             self._update(event)
         elif isinstance(event, ce.InputAudioBufferAppend):
-            self._turns.append(event.audio)
+            self._turns.append(self._processing.clean(event.audio))
         elif isinstance(event, ce.InputAudioBufferCommit):
             self._run_session(ev.Commit(self.buffered_ms, event.final, event.create_response))
         elif isinstance(event, ce.InputAudioBufferClear):
@@ -321,7 +333,13 @@ class SessionCore:
             )
             return
         # A tool choice is checked against the tools when a response starts (core_tools.py).
-        self.settings = self.settings.apply(event.session)
+        settings = self.settings.apply(event.session)
+        problem = check(settings)
+        if problem is not None:
+            self._out.error("invalid_value", problem.message, problem.param)
+            return
+        self.settings = settings
+        self._processing.configure(settings)
         self._history.configure(self.settings.truncation)
         vad = self.settings.turn_detection
         policy = vad.policy if vad is not None else Interruption()
@@ -352,6 +370,7 @@ class SessionCore:
         if not self._history.ackable(event):
             return
         rid = event.response_id
+        self._processing.acknowledged(rid, event.played_ms)
         # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
         self._run_session(ev.PlaybackAcked(rid))
         result = self._history.ack(event)

@@ -9,6 +9,7 @@ metrics only, nothing acts on them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,6 +17,8 @@ from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
 from orchestrator.protocol.errors import ProtocolError
 from orchestrator.session.actions import Action
+from orchestrator.session.echo.processors import Processors
+from orchestrator.session.echo.webrtc import WebRtcProcessors
 from orchestrator.session.history import conversation as conv
 from orchestrator.session.inputs import (
     BackendAudio,
@@ -139,3 +142,6 @@ class CoreConfig:
     # What one preemptive response may hold before its turn is committed (over: dropped).
     preempt_max_events: int = 4096
     preempt_max_bytes: int = 4 * 1024 * 1024
+    # The DSP of `audio.input.echo_cancellation` / `noise_reduction` (core_echo.py), built when
+    # a session first asks for either.
+    processors: Callable[[], Processors] = WebRtcProcessors

@@ -7,6 +7,7 @@ import { Settings, heldSettings, sessionUpdate } from "../../orchestrator/servic
 const FORM = {
   interrupt: true, interruption: "immediate", minSpeech: "400", resumeAfter: "1500",
   turnType: "server_vad", eagerness: "auto", threshold: "0.5", silence: "500", preemptive: false,
+  echo: false, noise: "",
 };
 
 const session = (td) => ({ audio: { input: { turn_detection: td } } });
@@ -65,4 +66,21 @@ test("rule 4: the pause knobs go out only in pause mode", () => {
   assert.equal(event.type, "session.update");
   assert.deepEqual(event.session.output_modalities, ["audio"]);
   assert.deepEqual(event.session.audio.input.transcription, { model: "whisper" });
+});
+
+test("rule 5: echo cancellation and noise reduction go out on or off, and show as held", () => {
+  const off = sessionUpdate(FORM).session.audio.input;
+  assert.equal(off.echo_cancellation, null);
+  assert.equal(off.noise_reduction, null);
+  const on = sessionUpdate({ ...FORM, echo: true, noise: "far_field" }).session.audio.input;
+  assert.deepEqual(on.echo_cancellation, { type: "server" });
+  assert.deepEqual(on.noise_reduction, { type: "far_field" });
+  const held = heldSettings({
+    audio: { input: { echo_cancellation: { type: "server" }, noise_reduction: { type: "near_field" } } },
+  });
+  assert.equal(held.echo, true);
+  assert.equal(held.noise, "near_field");
+  const none = heldSettings({ audio: { input: { noise_reduction: null } } });
+  assert.equal(none.echo, false);
+  assert.equal(none.noise, "");
 });

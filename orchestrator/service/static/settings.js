@@ -11,6 +11,8 @@
 // 3. server_vad takes the silence knobs, semantic_vad its eagerness: the server refuses the
 //    other type's knobs by name rather than ignore them, so only the chosen type's go out.
 // 4. The pause knobs go out only in pause mode.
+// 5. Echo cancellation (the server's extension) and noise reduction go out in every update,
+//    null when off, so that unticking them turns them off on the server too.
 
 export class Settings {
   constructor() {
@@ -44,8 +46,11 @@ export class Settings {
 export function heldSettings(session) {
   const td = session && session.audio && session.audio.input.turn_detection;
   const policy = td && td.interruption;
+  const input = (session && session.audio && session.audio.input) || {};
   return {
     turnDetection: td,
+    echo: Boolean(input.echo_cancellation),
+    noise: (input.noise_reduction && input.noise_reduction.type) || "",
     interruptResponse: !td || td.interrupt_response !== false,
     interruption: (policy && policy.mode) || "immediate",
     policy,
@@ -53,7 +58,8 @@ export function heldSettings(session) {
 }
 
 // The session.update for the form's values: {interrupt (bool), interruption (mode), minSpeech,
-// resumeAfter, turnType, eagerness, threshold, silence (the inputs' strings), preemptive (bool)}.
+// resumeAfter, turnType, eagerness, threshold, silence (the inputs' strings), preemptive (bool),
+// echo (bool), noise ("" off, "near_field", "far_field")}.
 export function sessionUpdate(form) {
   const interruption = { mode: form.interruption };
   if (form.interruption === "pause") {
@@ -69,6 +75,9 @@ export function sessionUpdate(form) {
         input: {
           transcription: { model: "whisper" },
           turn_detection: turnDetection(form, interruption),
+          // Rule 5.
+          echo_cancellation: form.echo ? { type: "server" } : null,
+          noise_reduction: form.noise ? { type: form.noise } : null,
         },
       },
     },

@@ -131,11 +131,15 @@ export class View {
       threshold: this.$("threshold").value,
       silence: this.$("silence").value,
       preemptive: this.$("preemptive").checked,
+      echo: this.$("echo").checked,
+      noise: this.$("noise").value,
     };
   }
 
   // What the server holds (settings.heldSettings).
-  showSettings({ turnDetection: td, interruptResponse, interruption, policy }) {
+  showSettings({ turnDetection: td, interruptResponse, interruption, policy, echo, noise }) {
+    this.$("echo").checked = echo;
+    this.$("noise").value = noise;
     if (td) {
       this.$("turn-type").value = td.type;
       if (td.type === "semantic_vad") this.$("eagerness").value = td.eagerness;

@@ -16,6 +16,7 @@ from orchestrator.protocol.session_config import (
     PCMU,
     AudioFormat,
     Eagerness,
+    NoiseReduction,
     SemanticVad,
     ServerVad,
     SessionConfig,
@@ -467,3 +468,36 @@ def test_truncation_auto_and_retention_ratio_are_taken_disabled_is_refused() -> 
     created = SessionConfig().apply(_patch({"truncation": ratio}))
     shown = _json(created.to_session_object(session_id="s", model="m"))
     assert shown["truncation"] == {"type": "retention_ratio", "retention_ratio": 0.8}
+
+
+@pytest.mark.parametrize("kind", ["near_field", "far_field"])
+def test_noise_reduction_is_openai_s_and_null_turns_it_off(kind: str) -> None:
+    on = _patch({"audio": {"input": {"noise_reduction": {"type": kind}}}})
+    assert on.noise_reduction == NoiseReduction(type=kind)  # type: ignore[arg-type]
+    config = SessionConfig().apply(on)
+    shown = _json(config.to_session_object(session_id="s", model="m"))
+    assert shown["audio"]["input"]["noise_reduction"] == {"type": kind}
+    off = _patch({"audio": {"input": {"noise_reduction": None}}})
+    assert config.apply(off).noise_reduction is None
+    assert config.apply(_patch({})).noise_reduction == NoiseReduction(type=kind)  # type: ignore[arg-type]
+
+
+def test_echo_cancellation_is_an_extension_shown_only_while_on() -> None:
+    config = SessionConfig()
+    shown = _json(config.to_session_object(session_id="s", model="m"))
+    assert "echo_cancellation" not in shown["audio"]["input"], "off: OpenAI's object exactly"
+    on = config.apply(_patch({"audio": {"input": {"echo_cancellation": {"type": "server"}}}}))
+    shown = _json(on.to_session_object(session_id="s", model="m"))
+    assert shown["audio"]["input"]["echo_cancellation"] == {"type": "server"}
+    off = _patch({"audio": {"input": {"echo_cancellation": None}}})
+    assert on.apply(off).echo_cancellation is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("noise_reduction", {"type": "studio"}), ("echo_cancellation", {"type": "client"})],
+)
+def test_an_unknown_processing_type_is_a_clear_error(field: str, value: dict[str, str]) -> None:
+    err = reject({"type": "session.update", "session": {"audio": {"input": {field: value}}}})
+    assert err.code == "invalid_value"
+    assert err.param == f"session.audio.input.{field}.type"

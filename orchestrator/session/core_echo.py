@@ -1,0 +1,153 @@
+"""The session core's input processing part: echo cancellation and noise reduction.
+
+`SessionCore` (core.py) owns one `InputProcessing`. It runs on the client's audio before
+anything else hears it (turn detection, the buffer the transcription and the model take).
+
+Rules:
+1. Off unless the session asks (`audio.input.echo_cancellation`, `audio.input.noise_reduction`;
+   session_config.py says why): then the audio is not touched, byte for byte.
+2. Both work on pcm16 at the session's input rate, which must then be 24 kHz pcm16 in and out
+   (the output is the echo's reference, sample for sample); `check` says what is wrong with
+   a configuration before it is taken.
+3. The reference is what the client was told to play (far_end.py): every audio delta the
+   session sends, paused, resumed and cleared as the session's output is, each event placed
+   at the input position when its step went out; a playback ACK corrects it.
+4. An append may end inside a sample: the odd byte waits for the next append, so any split of
+   the same bytes gives the same samples.
+5. Processing keeps the stream's length (an odd byte moves on to the next append): the
+   canceller's framing delay is inside it, so the input clock is unchanged (the audio lags by
+   that delay, at most a few ms).
+6. Turning it off drops its state; turning it on again starts fresh (a new canceller learns
+   the echo path again).
+Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.protocol import server as se
+from orchestrator.protocol.session_config import PCM16, NoiseReductionType, SessionConfig
+from orchestrator.session.echo.far_end import FarEnd
+from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Suppressor
+
+__all__ = ["InputProcessing", "check"]
+
+RATE = 24000
+# Rule 3's bound: audio queued ahead of playback (a client buffers a few seconds at most).
+MAX_AHEAD = 60 * RATE
+RECENT = 8  # responses whose sent length is remembered
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    message: str
+    param: str
+
+
+def check(settings: SessionConfig) -> ConfigProblem | None:
+    """Rule 2: what a configuration asks that cannot be done, or None."""
+    if settings.echo_cancellation is not None and (
+        settings.input_format != PCM16 or settings.output_format != PCM16
+    ):
+        return ConfigProblem(
+            "Echo cancellation needs 24 kHz audio/pcm input and output (the output is its "
+            "reference).",
+            "session.audio.input.echo_cancellation",
+        )
+    if settings.noise_reduction is not None and settings.input_format != PCM16:
+        return ConfigProblem(
+            "Noise reduction needs 24 kHz audio/pcm input.",
+            "session.audio.input.noise_reduction",
+        )
+    return None
+
+
+class InputProcessing:
+    def __init__(self, processors: Callable[[], Processors]) -> None:
+        self._make = processors
+        self._processors: Processors | None = None
+        self._canceller: Canceller | None = None
+        self._suppressor: Suppressor | None = None
+        self._suppressor_kind: NoiseReductionType | None = None
+        self._far: FarEnd | None = None
+        self._odd = b""  # rule 4
+        # Samples of each recent response sent so far: where its next delta starts (rule 3's
+        # ACK correction counts from a response's first sample).
+        self._sent: dict[str, int] = {}
+
+    @property
+    def active(self) -> bool:
+        return self._canceller is not None or self._suppressor is not None
+
+    @property
+    def far_end(self) -> FarEnd | None:
+        return self._far
+
+    def configure(self, settings: SessionConfig) -> None:
+        """Rules 1 and 6 (a configuration `check` passed)."""
+        kind = settings.noise_reduction.type if settings.noise_reduction is not None else None
+        if settings.echo_cancellation is None:
+            self._canceller = self._far = None
+            self._sent.clear()
+        elif self._canceller is None:
+            self._canceller = self._dsp().canceller(RATE, kind)
+            self._far = FarEnd(MAX_AHEAD)
+        else:
+            self._canceller.noise_reduction = kind
+        # With a canceller its own suppressor runs after it; without, one of its own.
+        alone = kind if self._canceller is None else None
+        if alone != self._suppressor_kind:
+            self._suppressor_kind = alone
+            self._suppressor = None if alone is None else self._dsp().suppressor(RATE, alone)
+        if not self.active:
+            self._odd = b""
+
+    def _dsp(self) -> Processors:
+        if self._processors is None:
+            self._processors = self._make()
+        return self._processors
+
+    def clean(self, raw: bytes) -> bytes:
+        """The client's pcm16 bytes as the rest of the session hears them (rules 1, 4, 5)."""
+        if not self.active:
+            return raw
+        data = self._odd + raw
+        whole = len(data) - len(data) % 2
+        self._odd = data[whole:]
+        near: Pcm = np.frombuffer(data[:whole], dtype="<i2").astype(np.int16)
+        if near.size:
+            if self._canceller is not None and self._far is not None:
+                near = self._canceller.process(near, self._far.take(near.size))
+            elif self._suppressor is not None:
+                near = self._suppressor.process(near)
+        return near.astype("<i2").tobytes()
+
+    def heard(self, events: Iterable[se.ServerEvent]) -> None:
+        """Rule 3: what the client was told, in order."""
+        far = self._far
+        if far is None:
+            return
+        for event in events:
+            if isinstance(event, se.ResponseOutputAudioDelta):
+                samples = np.frombuffer(event.delta, dtype="<i2").astype(np.int16)
+                rid = event.response_id
+                offset = self._sent.pop(rid, 0)
+                self._sent[rid] = offset + samples.size
+                while len(self._sent) > RECENT:
+                    del self._sent[next(iter(self._sent))]
+                far.sent(rid, samples, offset)
+            elif isinstance(event, se.OutputAudioBufferPaused):
+                far.pause()
+            elif isinstance(event, se.OutputAudioBufferResumed):
+                far.resume()
+            elif isinstance(event, se.OutputAudioBufferCleared | se.ConversationItemTruncated):
+                far.clear()
+
+    def acknowledged(self, response_id: str, played_ms: int) -> None:
+        """Rule 3's correction."""
+        if self._far is not None:
+            self._far.played(response_id, played_ms, RATE)

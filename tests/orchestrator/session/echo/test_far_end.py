@@ -1,0 +1,98 @@
+"""The far-end reference's rules (far_end.py): output audio placed on the input timeline."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.session.echo.far_end import FarEnd, Pcm
+
+RATE = 24000
+
+
+def ramp(start: int, n: int) -> Pcm:
+    """Samples whose values say which sample of the response they are (1-based)."""
+    return np.arange(start + 1, start + n + 1, dtype=np.int16)
+
+
+def test_rule1_silence_where_nothing_plays_and_the_input_is_the_clock() -> None:
+    far = FarEnd(max_ahead=RATE)
+    assert far.take(480).tolist() == [0] * 480
+    assert far.position == 480
+
+
+def test_rule2_audio_plays_from_where_it_was_sent_at_real_time() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.take(100)
+    far.sent("r1", ramp(0, 300), 0)
+    far.sent("r1", ramp(300, 300), 300)  # sent ahead of playback: queued behind
+    out = np.concatenate([far.take(250), far.take(250), far.take(250)])
+    assert out[:600].tolist() == list(range(1, 601))
+    assert out[600:].tolist() == [0] * 150
+
+
+def test_rule2_an_underrun_waits_and_the_next_audio_starts_where_it_is_sent() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r1", ramp(0, 100), 0)
+    assert far.take(160).tolist() == list(range(1, 101)) + [0] * 60
+    far.take(40)  # the backend is late: nothing plays
+    far.sent("r1", ramp(100, 50), 100)
+    assert far.take(80).tolist() == list(range(101, 151)) + [0] * 30
+
+
+def test_rule3_a_pause_holds_the_sample_and_a_resume_plays_on_from_it() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r1", ramp(0, 400), 0)
+    first = far.take(100)
+    far.pause()
+    held = far.take(200)
+    far.resume()
+    after = far.take(100)
+    assert first.tolist() == list(range(1, 101))
+    assert held.tolist() == [0] * 200
+    assert after.tolist() == list(range(101, 201))
+
+
+def test_rule4_a_clear_silences_the_reference_at_once() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r1", ramp(0, 1000), 0)
+    far.take(100)
+    far.clear()
+    assert far.take(500).tolist() == [0] * 500
+    assert far.queued == 0
+    far.sent("r2", ramp(0, 10), 0)
+    assert far.take(10).tolist() == list(range(1, 11))
+
+
+def test_rule5_a_client_ahead_skips_what_it_has_played() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r1", ramp(0, 1000), 0)
+    far.take(100)  # the reference is at sample 100
+    far.played("r1", 10, RATE)  # the client says 240 samples (10 ms at 24 kHz)
+    assert far.take(5).tolist() == list(range(241, 246))
+
+
+def test_rule5_a_client_behind_delays_the_rest() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r1", ramp(0, 1000), 0)
+    far.take(480)  # the reference is at sample 480
+    far.played("r1", 10, RATE)  # the client has played 240
+    out = far.take(300)
+    assert out[:240].tolist() == [0] * 240, "what was handed out early is not handed again"
+    assert out[240:].tolist() == list(range(481, 541))
+
+
+def test_rule5_an_ack_of_another_response_changes_nothing() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r2", ramp(0, 100), 0)
+    far.played("r1", 1000, RATE)
+    assert far.take(3).tolist() == [1, 2, 3]
+
+
+def test_rule6_bounded_what_waits_to_be_played() -> None:
+    far = FarEnd(max_ahead=1000)
+    for i in range(10):
+        far.sent("r1", ramp(i * 400, 400), i * 400)
+    assert far.queued == 1000
+    out = far.take(2000)
+    assert out[:1000].tolist() == list(range(1, 1001))
+    assert out[1000:].tolist() == [0] * 1000

@@ -1,0 +1,207 @@
+"""The core's input processing (core_echo.py): what reaches the rest of the session, and the
+echo reference it hands the canceller, driven through `SessionCore` in memory.
+
+The DSP here records what it is given and takes the reference out sample for sample: these
+tests check the core's wiring (which audio, which reference, when), not WebRTC's quality
+(tests/orchestrator/session/echo/ does that on the real canceller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from orchestrator.protocol import client as ce
+from orchestrator.protocol import server as se
+from orchestrator.protocol.session_config import (
+    PCMU,
+    EchoCancellation,
+    NoiseReduction,
+    NoiseReductionType,
+)
+from orchestrator.protocol.session_config import SessionPatch as Patch
+from orchestrator.session.actions import StartBackend
+from orchestrator.session.core import CoreConfig, SessionCore
+from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
+from orchestrator.session.inputs import BackendAudio
+from tests.orchestrator.session.core_driver import CoreDriver, of
+
+
+@dataclass
+class Recorded:
+    near: list[Pcm] = field(default_factory=list)
+    far: list[Pcm] = field(default_factory=list)
+    made: list[str] = field(default_factory=list)
+
+
+class Subtracting:
+    def __init__(self, seen: Recorded, noise_reduction: NoiseReductionType | None) -> None:
+        self.seen = seen
+        self.noise_reduction = noise_reduction
+
+    def process(self, near: Pcm, far: Pcm) -> Pcm:
+        self.seen.near.append(near.copy())
+        self.seen.far.append(far.copy())
+        out = (near.astype(np.int32) - far).astype(np.int16)
+        return out if self.noise_reduction is None else (out // 2).astype(np.int16)
+
+
+class Halving:
+    def process(self, near: Pcm) -> Pcm:
+        return (near // 2).astype(np.int16)
+
+
+@dataclass
+class Dsp:
+    seen: Recorded
+
+    def canceller(self, rate: int, noise_reduction: NoiseReductionType | None) -> Canceller:
+        self.seen.made.append(f"canceller {rate} {noise_reduction}")
+        return Subtracting(self.seen, noise_reduction)
+
+    def suppressor(self, rate: int, kind: NoiseReductionType) -> Suppressor:
+        self.seen.made.append(f"suppressor {rate} {kind}")
+        return Halving()
+
+
+def core(seen: Recorded) -> CoreDriver:
+    return CoreDriver(SessionCore("s", CoreConfig(processors=lambda: Dsp(seen))))
+
+
+def update(driver: CoreDriver, **patch: object) -> list[se.ServerEvent]:
+    return list(driver.handle(ce.SessionUpdate(session=Patch(**patch))).events)  # type: ignore[arg-type]
+
+
+def pcm(values: list[int]) -> bytes:
+    return np.array(values, dtype="<i2").tobytes()
+
+
+def appended(driver: CoreDriver) -> bytes:
+    """What the session's input buffer holds (what the transcription and the model get)."""
+    return b"".join(part.audio for part in driver.core._turns.input._buffer.parts())
+
+
+def test_rule1_off_the_audio_is_not_touched_and_no_dsp_is_built() -> None:
+    seen = Recorded()
+    driver = core(seen)
+    raw = pcm([1, -2, 3, 400]) + b"\x07"
+    driver.handle(ce.InputAudioBufferAppend(audio=raw))
+    assert appended(driver) == raw
+    assert seen.made == []
+
+
+def test_rule2_echo_cancellation_needs_pcm16_in_and_out() -> None:
+    driver = core(Recorded())
+    update(driver, input_format=PCMU)
+    events = update(driver, echo_cancellation=EchoCancellation())
+    errors = [e for e in events if isinstance(e, se.ErrorEvent)]
+    assert errors and errors[0].error.param == "session.audio.input.echo_cancellation"
+    assert driver.core.settings.echo_cancellation is None, "the update is refused whole"
+
+
+def test_rule3_the_reference_is_the_output_where_it_was_sent_and_a_clear_stops_it() -> None:
+    seen = Recorded()
+    driver = core(seen)
+    update(driver, echo_cancellation=EchoCancellation(), turn_detection=None)
+    assert seen.made == ["canceller 24000 None"]
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 240)))  # 10 ms before the answer
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    answer = np.arange(1, 481, dtype=np.int16)
+    driver.handle(BackendAudio(start.response_id, start.seq, answer.astype("<i2").tobytes()))
+    # The microphone hears the answer (the echo) as it plays, and the reference is that answer
+    # from where it was sent: the canceller takes it out sample for sample.
+    echo = answer[:240]
+    driver.handle(ce.InputAudioBufferAppend(audio=echo.astype("<i2").tobytes()))
+    assert seen.far[-1].tolist() == echo.tolist()
+    assert appended(driver)[480:] == pcm([0] * 240)
+    driver.handle(ce.ResponseCancel())
+    assert any(isinstance(e, se.OutputAudioBufferCleared) for e in driver.last.events)
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([5] * 240)))
+    assert seen.far[-1].tolist() == [0] * 240, "rule 3: cleared output is no reference at once"
+
+
+def test_rule3_a_pause_holds_the_reference_and_a_resume_plays_it_on() -> None:
+    seen = Recorded()
+    driver = core(seen)
+    update(driver, echo_cancellation=EchoCancellation(), turn_detection=None)
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    answer = np.arange(1, 961, dtype=np.int16)
+    driver.handle(BackendAudio(start.response_id, start.seq, answer.astype("<i2").tobytes()))
+    processing = driver.core._processing
+    processing.heard([se.OutputAudioBufferPaused(response_id=start.response_id)])
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 100)))
+    assert seen.far[-1].tolist() == [0] * 100
+    processing.heard([se.OutputAudioBufferResumed(response_id=start.response_id)])
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 100)))
+    assert seen.far[-1].tolist() == list(range(1, 101))
+
+
+def test_rule4_an_odd_byte_waits_for_the_next_append() -> None:
+    seen = Recorded()
+    driver = core(seen)
+    update(driver, noise_reduction=NoiseReduction(type="far_field"))
+    raw = pcm([100, 200, 300])
+    driver.handle(ce.InputAudioBufferAppend(audio=raw[:3]))
+    driver.handle(ce.InputAudioBufferAppend(audio=raw[3:]))
+    assert appended(driver) == pcm([50, 100, 150])
+
+
+@pytest.mark.parametrize("kind", ["near_field", "far_field"])
+def test_rule6_noise_reduction_comes_and_goes_with_the_setting(kind: str) -> None:
+    seen = Recorded()
+    driver = core(seen)
+    update(driver, noise_reduction=NoiseReduction(type=kind))  # type: ignore[arg-type]
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([100, -100])))
+    update(driver, noise_reduction=None)
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([100, -100])))
+    assert appended(driver) == pcm([50, -50, 100, -100])
+    assert seen.made == [f"suppressor 24000 {kind}"]
+
+
+def test_rule6_with_a_canceller_noise_reduction_is_its_own_and_keeps_what_it_learnt() -> None:
+    seen = Recorded()
+    driver = core(seen)
+    update(driver, echo_cancellation=EchoCancellation())
+    update(driver, noise_reduction=NoiseReduction(type="near_field"))
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([100, -100])))
+    assert appended(driver) == pcm([50, -50])
+    assert seen.made == ["canceller 24000 None"], "the same canceller, its suppressor set"
+    update(driver, echo_cancellation=None)
+    assert seen.made[-1] == "suppressor 24000 near_field", "alone, a suppressor of its own"
+
+
+def _db(x: np.ndarray) -> float:
+    return float(10 * np.log10(np.mean(np.square(x, dtype=np.float64)) + 1e-12))
+
+
+def test_with_webrtc_the_echo_of_the_answer_leaves_the_input_and_the_user_stays() -> None:
+    """The real DSP (the default `processors`): the answer's echo through a room, 120 ms late,
+    is taken out of what the session hears; the user's own speech over it is kept."""
+    from bench.rooms import EchoPath, Room
+    from bench.speech import flite
+
+    driver = CoreDriver(SessionCore("s"))
+    update(driver, echo_cancellation=EchoCancellation(), turn_detection=None)
+    answer = flite("The weather in Paris tomorrow will be sunny with a light breeze.")
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    pcm16 = (np.clip(answer, -1, 1) * 32767).astype("<i2")
+    driver.handle(BackendAudio(start.response_id, start.seq, pcm16.tobytes()))
+    echo = EchoPath(Room(delay_ms=120, rt60_s=0.3, level_db=-3.0), 24000)(answer)
+    user = np.zeros_like(echo)
+    spoken = flite("Wait a moment.", voice="kal")
+    at = echo.size - spoken.size - 2400
+    user[at : at + spoken.size] = spoken
+    mic = echo + user
+    for i in range(0, mic.size - 480, 480):
+        chunk = (np.clip(mic[i : i + 480], -1, 1) * 32767).astype("<i2")
+        driver.handle(ce.InputAudioBufferAppend(audio=chunk.tobytes()))
+    heard = np.frombuffer(appended(driver), "<i2").astype(np.float32) / 32768
+    # The canceller's output is one 10 ms frame late (echo/canceller.py rule 3).
+    heard = heard[240:]
+    converged = slice(24000, at)  # after a second of adaptation, before the user speaks
+    erle = _db(mic[converged]) - _db(heard[converged])
+    assert erle >= 20, f"the echo is only {erle:.1f} dB lower"
+    kept = _db(heard[at : at + spoken.size]) - _db(spoken)
+    assert kept >= -6, f"the user's speech over the echo lost {-kept:.1f} dB"
