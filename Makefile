@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10 --write
 	$(BIN)/python -m bench.interruptions --write
 	$(BIN)/python -m bench.end_of_turn --write
+	$(BIN)/python -m bench.echo --write
 	$(BIN)/python -m bench.gpu_omni --weights tiny --write
 
 # Qwen3-Omni at real size (random weights built on the GPU) on one GPU node, no network needed:

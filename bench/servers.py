@@ -59,6 +59,8 @@ def triton(
     models: tuple[str, ...],
     *,
     null_speed: float = 1.0,
+    null_audio: Path | None = None,
+    null_audio_loop: bool = False,
     omni_weights: Path | None = None,
     model_threads: int = 1,
     startup_timeout_s: float = 120.0,
@@ -75,6 +77,8 @@ def triton(
         metrics_port=free_port(),
         models=models,
         null_speed=null_speed,
+        null_audio=null_audio,
+        null_audio_loop=null_audio_loop,
         omni_weights=omni_weights,
         model_threads=model_threads,
         startup_timeout_s=startup_timeout_s,
@@ -87,12 +91,18 @@ def triton(
 
 
 @contextmanager
-def triton_url(url: str | None, models: tuple[str, ...], null_speed: float = 1.0) -> Iterator[str]:
-    """The gRPC URL of a tritonserver serving `models`: `url`, or a local one for the block."""
+def triton_url(
+    url: str | None,
+    models: tuple[str, ...],
+    null_speed: float = 1.0,
+    null_audio: Path | None = None,
+) -> Iterator[str]:
+    """The gRPC URL of a tritonserver serving `models`: `url`, or a local one for the block
+    (`null` answering with the voice `null_audio` where given)."""
     if url is not None:
         yield url
         return
-    with triton(models, null_speed=null_speed) as server:
+    with triton(models, null_speed=null_speed, null_audio=null_audio) as server:
         yield server.grpc_url
 
 

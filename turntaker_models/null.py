@@ -15,6 +15,13 @@ measures the orchestrator's own cost. Rules:
   is forgotten.
 - Every stream ends exactly once: the final flag after its last chunk or at its cancel, or one
   error response (which carries the final flag itself).
+- A voice instead of the tone (`Voice`, settings `null_audio`): a 24 kHz mono 16-bit WAV read
+  once at start-up and cut into chunks; each response plays it from its start, one chunk per
+  response chunk, and ends with it (the response's max_tokens still bounds it), or, looped,
+  repeats it (zero-padded to whole chunks, so the seam is a short pause) until max_tokens.
+  So a benchmark's answers can be a voice, at no more cost than the tone. A file of another
+  format or rate is refused at load, with its name: no resampling in a model meant to cost
+  nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ import itertools
 import math
 import threading
 import time
+import wave
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -135,6 +144,54 @@ def tone(samples: int, hz: float = TONE_HZ, amplitude: float = TONE_AMPLITUDE) -
     return audio
 
 
+@dataclass(frozen=True)
+class Voice:
+    """A recording cut into response chunks (the rules' "voice instead of the tone")."""
+
+    chunks: tuple[Audio, ...]
+    loop: bool = False
+
+    @classmethod
+    def from_audio(cls, audio: Audio, chunk_samples: int, loop: bool = False) -> Voice:
+        """`audio` (float32, 24 kHz) in chunks of `chunk_samples`; the last one padded with zeros
+        when looped (a whole number of chunks), kept short when not (the answer ends with it)."""
+        if chunk_samples < 1 or audio.size == 0:
+            raise ValueError("null: a voice needs at least one sample and one sample per chunk")
+        if loop:
+            audio = np.concatenate([audio, np.zeros(-audio.size % chunk_samples, np.float32)])
+        chunks = []
+        for start in range(0, audio.size, chunk_samples):
+            chunk = np.ascontiguousarray(audio[start : start + chunk_samples], np.float32)
+            chunk.setflags(write=False)
+            chunks.append(chunk)
+        return cls(tuple(chunks), loop)
+
+    @classmethod
+    def from_wav(cls, path: Path, chunk_samples: int, loop: bool = False) -> Voice:
+        """A 24 kHz mono 16-bit WAV file; anything else is a ValueError naming the file."""
+        try:
+            with wave.open(str(path)) as wav:
+                shape = (wav.getframerate(), wav.getnchannels(), wav.getsampwidth())
+                pcm = np.frombuffer(wav.readframes(wav.getnframes()), "<i2")
+        except (OSError, EOFError, wave.Error) as error:
+            raise ValueError(f"null: cannot read the voice {path}: {error}") from error
+        if shape != (OUTPUT_SAMPLE_RATE, 1, 2):
+            raise ValueError(
+                f"null: the voice {path} must be {OUTPUT_SAMPLE_RATE} Hz mono 16-bit PCM, got "
+                f"{shape[0]} Hz, {shape[1]} channel(s), {8 * shape[2]}-bit"
+            )
+        if pcm.size == 0:
+            raise ValueError(f"null: the voice {path} has no samples")
+        return cls.from_audio(pcm.astype(np.float32) / 32768.0, chunk_samples, loop)
+
+    def chunk(self, index: int) -> Audio:
+        return self.chunks[index % len(self.chunks)]
+
+    def chunks_for(self, max_tokens: int) -> int:
+        """How many chunks a response of `max_tokens` plays."""
+        return max_tokens if self.loop else min(max_tokens, len(self.chunks))
+
+
 def token_text(index: int) -> bytes:
     """The text of chunk `index`: one short word, so that transcripts exist and can be checked."""
     return f"tok{index} ".encode()
@@ -177,6 +234,7 @@ class NullStreams:
         pacing: Pacing,
         max_streams: int = MAX_STREAMS,
         clock: Callable[[], float] = time.monotonic,
+        voice: Voice | None = None,
     ) -> None:
         if max_streams < 1:
             raise ValueError(f"null: MAX_STREAMS must be at least 1, got {max_streams}")
@@ -184,6 +242,7 @@ class NullStreams:
         self.pacing = pacing
         self.max_streams = max_streams
         self.audio = tone(pacing.chunk_samples)
+        self.voice = voice
         self._clock = clock
         self._wake = threading.Condition()
         # (due time, arrival number, stream): the number keeps equal due times in arrival
@@ -228,7 +287,7 @@ class NullStreams:
                     request_id=request_id,
                     sink=sink,
                     # The contract already refuses max_tokens < 1; kept safe on its own.
-                    total=max(1, params.max_tokens),
+                    total=self._chunks(max(1, params.max_tokens), params.audio),
                     audio=params.audio,
                     due=now + self.pacing.first_delay_s,
                 )
@@ -238,6 +297,10 @@ class NullStreams:
         if refusal:
             # Outside the lock: a send is a round trip to the server.
             sink.error(refusal)
+
+    def _chunks(self, max_tokens: int, audio: bool) -> int:
+        # A voice played once ends the response with it; text only keeps max_tokens.
+        return self.voice.chunks_for(max_tokens) if self.voice is not None and audio else max_tokens
 
     def next_due(self) -> float | None:
         with self._wake:
@@ -300,7 +363,12 @@ class NullStreams:
         if self._cancelled(stream):
             self._stop(stream)
             return
-        audio = self.audio if stream.audio else NO_AUDIO
+        if not stream.audio:
+            audio = NO_AUDIO
+        elif self.voice is not None:
+            audio = self.voice.chunk(stream.sent)
+        else:
+            audio = self.audio
         try:
             stream.sink.chunk(token_text(stream.sent), audio)
         except Exception:
@@ -366,11 +434,20 @@ def make_service(context: ModelContext) -> NullService:
     """The `null` service from its config parameters and the settings' speed; started."""
     pacing = Pacing.from_config(context.parameters, speed=context.settings.null_speed)
     max_streams = max_streams_from_config(context.parameters)
-    streams = NullStreams(CancelBoard.open(context.settings.board_path), pacing, max_streams)
+    settings = context.settings
+    voice = None
+    if settings.null_audio is not None:
+        voice = Voice.from_wav(settings.null_audio, pacing.chunk_samples, settings.null_audio_loop)
+    board = CancelBoard.open(settings.board_path)
+    streams = NullStreams(board, pacing, max_streams, voice=voice)
     streams.start()
+    sound = "a tone"
+    if voice is not None:
+        seconds = sum(c.size for c in voice.chunks) / OUTPUT_SAMPLE_RATE
+        sound = f"{settings.null_audio} ({seconds:.2f} s, {'looped' if voice.loop else 'once'})"
     context.log.log_info(
         f"null: first chunk after {pacing.first_delay_s * 1e3:.3f} ms, then "
         f"{pacing.chunk_samples} samples every {pacing.interval_s * 1e3:.3f} ms "
-        f"(speed {pacing.speed:g}), at most {max_streams} streams"
+        f"(speed {pacing.speed:g}), at most {max_streams} streams, playing {sound}"
     )
     return NullService(streams)

@@ -16,6 +16,8 @@ CACHE_ENV = "TURNTAKER_CACHE_DIR"
 OMNI_WEIGHTS_ENV = "TURNTAKER_OMNI_WEIGHTS"
 THREADS_ENV = "TURNTAKER_MODEL_THREADS"
 NULL_SPEED_ENV = "TURNTAKER_NULL_SPEED"
+NULL_AUDIO_ENV = "TURNTAKER_NULL_AUDIO"
+NULL_AUDIO_LOOP_ENV = "TURNTAKER_NULL_AUDIO_LOOP"
 PROMPT_LOG_ENV = "TURNTAKER_PROMPT_LOG"
 OMNI_BATCHING_ENV = "TURNTAKER_OMNI_BATCHING"
 OMNI_MAX_STREAMS_ENV = "TURNTAKER_OMNI_MAX_STREAMS"
@@ -38,6 +40,13 @@ def check_null_speed(speed: float) -> float:
     return speed
 
 
+def _flag(raw: str | None, default: bool) -> bool:
+    """An on/off variable: unset or empty is `default`; 0, false, no, off are off."""
+    if not raw or not raw.strip():
+        return default
+    return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     board_path: Path
@@ -46,6 +55,12 @@ class ModelSettings:
     threads: int
     # Divides every delay of the benchmark model `null` (1000: a thousand times real time).
     null_speed: float = 1.0
+    # A 24 kHz mono 16-bit WAV that `null` answers with instead of its tone (a voice: the echo
+    # bench's answers must sound like speech); None: the tone.
+    null_audio: Path | None = None
+    # With `null_audio`: each response plays the recording from its start and ends with it
+    # (False), or repeats it until the response's max_tokens chunks are sent (True).
+    null_audio_loop: bool = False
     # The prompt journal (turntaker_models/omni/prompt_journal.py): one JSON line per request the
     # thinker accepts, the layout of the prompt it ran; None: no journal.
     prompt_log: Path | None = None
@@ -71,6 +86,7 @@ class ModelSettings:
         e = dict(os.environ if env is None else env)
         omni = e.get(OMNI_WEIGHTS_ENV)
         prompt_log = e.get(PROMPT_LOG_ENV)
+        null_audio = e.get(NULL_AUDIO_ENV)
         raw_speed = e.get(NULL_SPEED_ENV) or "1"
         try:
             null_speed = float(raw_speed)
@@ -84,9 +100,10 @@ class ModelSettings:
             omni_weights=Path(omni) if omni else None,
             threads=max(1, int(e.get(THREADS_ENV) or 1)),
             null_speed=null_speed,
+            null_audio=Path(null_audio) if null_audio else None,
+            null_audio_loop=_flag(e.get(NULL_AUDIO_LOOP_ENV), default=False),
             prompt_log=Path(prompt_log) if prompt_log else None,
-            omni_batching=(e.get(OMNI_BATCHING_ENV) or "1").strip().lower()
-            not in ("0", "false", "no", "off"),
+            omni_batching=_flag(e.get(OMNI_BATCHING_ENV), default=True),
             omni_max_streams=int(e.get(OMNI_MAX_STREAMS_ENV) or 32),
             omni_max_positions=int(e.get(OMNI_MAX_POSITIONS_ENV) or 4096),
         )
@@ -107,4 +124,7 @@ class ModelSettings:
             env[OMNI_WEIGHTS_ENV] = str(self.omni_weights)
         if self.prompt_log is not None:
             env[PROMPT_LOG_ENV] = str(self.prompt_log)
+        if self.null_audio is not None:
+            env[NULL_AUDIO_ENV] = str(self.null_audio)
+            env[NULL_AUDIO_LOOP_ENV] = "1" if self.null_audio_loop else "0"
         return env

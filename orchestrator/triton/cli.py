@@ -52,6 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_speed,
         help="divides every delay of the benchmark model `null` (e.g. 1000; default 1: real time)",
     )
+    parser.add_argument(
+        "--null-audio",
+        type=Path,
+        help="a 24 kHz mono 16-bit WAV the benchmark model `null` answers with (default: a tone)",
+    )
+    parser.add_argument(
+        "--null-audio-loop",
+        action="store_true",
+        help="repeat --null-audio until max_tokens (default: once per response)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TritonConfig:
@@ -70,6 +80,8 @@ def config_from_args(args: argparse.Namespace) -> TritonConfig:
         model_threads=args.model_threads,
         board_path=args.cancel_board,
         null_speed=args.null_speed,
+        null_audio=args.null_audio,
+        null_audio_loop=args.null_audio_loop,
     )
 
 

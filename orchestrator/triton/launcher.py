@@ -70,6 +70,10 @@ class TritonConfig:
     model_threads: int = 1
     # Divides every delay of the benchmark model `null` (TURNTAKER_NULL_SPEED); must be > 0.
     null_speed: float = 1.0
+    # A 24 kHz mono WAV that `null` answers with instead of its tone (TURNTAKER_NULL_AUDIO),
+    # played once per response or looped (TURNTAKER_NULL_AUDIO_LOOP); None: the tone.
+    null_audio: Path | None = None
+    null_audio_loop: bool = False
     # The thinker's prompt journal (TURNTAKER_PROMPT_LOG): one JSON line per accepted request;
     # None: no journal.
     prompt_log: Path | None = None
@@ -293,6 +297,8 @@ class TritonServer:
             omni_weights=self.config.omni_weights,
             threads=self.config.model_threads,
             null_speed=self.config.null_speed,
+            null_audio=self.config.null_audio,
+            null_audio_loop=self.config.null_audio_loop,
             prompt_log=self.config.prompt_log,
             omni_batching=self.config.omni_batching,
             omni_max_streams=self.config.omni_max_streams,

@@ -1,11 +1,13 @@
 """The `null` model's scheduler without a server (turntaker_models/null.py): pacing and order,
 chunk count and content, cancels through the board and the stream, the speed multiplier, the
-stream cap, bad input; plus the TURNTAKER_NULL_SPEED setting that carries the speed."""
+stream cap, bad input; a voice (a recording) instead of the tone; plus the TURNTAKER_NULL_SPEED
+and TURNTAKER_NULL_AUDIO settings that carry the speed and the voice."""
 
 from __future__ import annotations
 
 import threading
 import time
+import wave
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +21,16 @@ from turntaker_models.null import (
     Audio,
     NullStreams,
     Pacing,
+    Voice,
     max_streams_from_config,
     tone,
 )
-from turntaker_models.settings import NULL_SPEED_ENV, ModelSettings
+from turntaker_models.settings import (
+    NULL_AUDIO_ENV,
+    NULL_AUDIO_LOOP_ENV,
+    NULL_SPEED_ENV,
+    ModelSettings,
+)
 
 
 class Clock:
@@ -338,3 +346,88 @@ def test_null_speed_setting_from_the_environment(tmp_path: Path) -> None:
             ModelSettings.from_env({**base, NULL_SPEED_ENV: bad})
     with pytest.raises(ValueError, match=f"{NULL_SPEED_ENV} must be a number above 0"):
         ModelSettings.from_env({**base, NULL_SPEED_ENV: "fast"})
+
+
+CHUNK = Pacing().chunk_samples
+
+
+def write_wav(path: Path, audio: Audio, rate: int = OUTPUT_SAMPLE_RATE, channels: int = 1) -> Path:
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(channels)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
+    return path
+
+
+def ramp(samples: int) -> Audio:
+    """A recording whose every sample says where it came from."""
+    return (np.arange(samples, dtype=np.float32) % 1000) / 2000.0
+
+
+def test_a_voice_plays_from_its_start_in_every_response_and_ends_with_it(
+    board: CancelBoard, tmp_path: Path
+) -> None:
+    recording = ramp(2 * CHUNK + CHUNK // 2)
+    voice = Voice.from_wav(write_wav(tmp_path / "v.wav", recording), CHUNK)
+    clock = Clock()
+    streams = NullStreams(board, Pacing(), clock=clock, voice=voice)
+    first, second, short = RecordingSink(clock=clock), RecordingSink(clock=clock), RecordingSink()
+    streams.submit("a", params(50), first)
+    streams.submit("b", params(50), second)
+    streams.submit("c", params(2), short)
+    drain(streams, clock)
+    for sink in (first, second):
+        assert [a.size for a in sink.audio] == [CHUNK, CHUNK, CHUNK // 2], "ends with it"
+        played = np.concatenate(sink.audio)
+        # 16-bit on disk: within a few quantisation steps of the recording.
+        assert np.abs(played - recording).max() <= 4 / 32768
+        assert sink.finals == 1 and len(sink.texts) == 3
+    assert len(short.audio) == 2, "max_tokens still bounds a response"
+    text_only = RecordingSink(clock=clock)
+    streams.submit("d", params(5, audio=False), text_only)
+    drain(streams, clock)
+    assert len(text_only.texts) == 5 and all(a.size == 0 for a in text_only.audio)
+
+
+def test_a_looped_voice_repeats_whole_chunks_until_max_tokens(board: CancelBoard) -> None:
+    recording = ramp(CHUNK + 10)
+    voice = Voice.from_audio(recording, CHUNK, loop=True)
+    assert len(voice.chunks) == 2 and voice.chunks[1][10:].max() == 0.0, "zero-padded seam"
+    clock = Clock()
+    streams = NullStreams(board, Pacing(), clock=clock, voice=voice)
+    sink = RecordingSink(clock=clock)
+    streams.submit("r", params(5), sink)
+    drain(streams, clock)
+    assert len(sink.audio) == 5 and all(a.size == CHUNK for a in sink.audio)
+    assert sink.audio[0] is voice.chunks[0] and sink.audio[2] is voice.chunks[0], "no copies"
+    assert not sink.audio[0].flags.writeable
+
+
+@pytest.mark.parametrize(
+    ("rate", "channels", "problem"),
+    [(16000, 1, "16000 Hz"), (OUTPUT_SAMPLE_RATE, 2, "2 channel")],
+)
+def test_a_voice_of_another_rate_or_layout_is_refused_by_name(
+    tmp_path: Path, rate: int, channels: int, problem: str
+) -> None:
+    path = write_wav(tmp_path / "wrong.wav", np.zeros(100 * channels, np.float32), rate, channels)
+    with pytest.raises(ValueError, match=f"wrong.wav.*{problem}"):
+        Voice.from_wav(path, CHUNK)
+    with pytest.raises(ValueError, match="cannot read the voice"):
+        Voice.from_wav(tmp_path / "missing.wav", CHUNK)
+    with pytest.raises(ValueError, match="no samples"):
+        Voice.from_wav(write_wav(tmp_path / "empty.wav", np.zeros(0, np.float32)), CHUNK)
+
+
+def test_null_audio_setting_from_the_environment(tmp_path: Path) -> None:
+    base = {"TURNTAKER_CANCEL_BOARD": str(tmp_path / "b")}
+    plain = ModelSettings.from_env(base)
+    assert plain.null_audio is None and not plain.null_audio_loop
+    assert NULL_AUDIO_ENV not in plain.environment()
+    voiced = ModelSettings.from_env({**base, NULL_AUDIO_ENV: "/v.wav", NULL_AUDIO_LOOP_ENV: "1"})
+    assert voiced.null_audio == Path("/v.wav") and voiced.null_audio_loop
+    # The launcher hands it on through the environment, exactly.
+    assert ModelSettings.from_env(voiced.environment()) == voiced
+    once = ModelSettings.from_env({**base, NULL_AUDIO_ENV: "/v.wav", NULL_AUDIO_LOOP_ENV: "off"})
+    assert not once.null_audio_loop
