@@ -17,36 +17,41 @@ Rules:
    (WebRTC's resampler to 32 kHz and its band split), the suppressor about 8 ms (its analysis
    window, the band split and our 2x filters).
 4. The canceller is pywebrtc-audio's `AudioProcessor` at the session's rate: WebRTC resamples
-   to its 32 kHz processing rate inside, 9 ms, where a soxr round trip to the 16/32/48 kHz
-   that its `EchoCanceller` class takes costs 35-47 ms more and cancelled no better.
+   to its 32 kHz processing rate inside (9 ms), where a soxr round trip to the 16 or 48 kHz
+   that its `EchoCanceller` class takes cost 66-73 ms more for ERLE within 2 dB of it
+   (bench/echo_canceller_choice.py).
 5. The suppressor is pywebrtc-audio's `NoiseSuppressor` at twice 24 kHz (48 kHz), through
-   our own streaming half-band FIR (63 taps, 1.3 ms both ways; passband to about 10 kHz):
+   our own streaming half-band FIR (63 taps, flat to 10 kHz, 1.3 ms both ways):
    `AudioProcessor`'s suppressor runs its analysis before the band split, so above a 16 kHz
-   processing rate it ignores its level (about 6 dB at any level, measured), and soxr would
-   add 35-47 ms. OpenAI's `noise_reduction` types map to WebRTC's levels (`NOISE_LEVELS`):
-   `near_field` (a headset: little noise, speech close) -> 1, "moderate", at most 12 dB;
-   `far_field` (a laptop or room microphone: more noise, speech farther) -> 2, "high", at
-   most 18 dB. Level 3 (21 dB) is left out: 3 dB more for more damage to weak speech. The
-   suppressor runs after the canceller, as in WebRTC's own pipeline; changing it keeps the
-   canceller's adaptation.
+   processing rate it ignores its level (about 7 dB at every level, measured), and a soxr
+   round trip costs tens of ms (rule 4). OpenAI's `noise_reduction` types map to WebRTC's
+   levels (`NOISE_LEVELS`): `near_field` (a headset: little noise, speech close) -> 1,
+   "moderate" (12 dB off stationary noise, measured); `far_field` (a laptop or room
+   microphone: more noise, speech farther) -> 2, "high" (18 dB). Level 3, "very high", is
+   left out: 2.6 dB more on stationary noise, and what it costs weak far-field speech in
+   real noise is not measured yet. The suppressor runs after the canceller, as in WebRTC's
+   own pipeline; changing it keeps the canceller's adaptation.
 6. It only processes samples: no protocol, no settings, no clock. `reset` forgets what the
    processors learnt (a new conversation) and keeps the stream's framing and delay.
 """
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import pywebrtc_audio
 
+from orchestrator.protocol.session_config import NoiseReductionType
+
 __all__ = ["NOISE_LEVELS", "EchoCanceller", "NoiseReduction", "NoiseSuppressor"]
 
 Int16Array = npt.NDArray[np.int16]
-NoiseReduction = Literal["near_field", "far_field"]
+# OpenAI's two kinds, defined once in the protocol's session settings.
+NoiseReduction = NoiseReductionType
 
-# Rule 5: WebRTC's NS levels 0-3 cap the suppression at 6, 12, 18 and 21 dB.
+# Rule 5: WebRTC's NS levels 0-3 target 6, 12, 18 and 21 dB of suppression.
 NOISE_LEVELS: Final[dict[NoiseReduction, int]] = {"near_field": 1, "far_field": 2}
 DEFAULT_RATE: Final = 24000
 _NS_RATES: Final = (16000, 32000, 48000)  # what pywebrtc-audio's NoiseSuppressor takes
