@@ -228,9 +228,10 @@ def decode_wav(data: bytes) -> tuple[Audio, int]:
 
 
 def _at(audio: Audio, source_rate: int, rate: int) -> Audio:
-    if source_rate == rate:
-        return np.ascontiguousarray(audio, np.float32)
-    return np.asarray(soxr.resample(audio, source_rate, rate), np.float32)
+    if source_rate != rate:
+        audio = soxr.resample(audio, source_rate, rate)
+    # A click recorded at full scale rings past 1.0 once resampled.
+    return np.ascontiguousarray(np.clip(audio, -1.0, 1.0), np.float32)
 
 
 def _flac(data: bytes) -> tuple[Audio, int]:
