@@ -400,6 +400,7 @@ def pyannote(rate: int = RATE, whole: bool = False) -> tuple[Recording, ...]:
     return tuple(out)
 
 
+@cache
 def distractors(rate: int = RATE) -> tuple[Recording, ...]:
     """Human non-speech sounds (a door, snaps, a burp, phones, an impact, a till) from the
     supersonic-scsynth-samples npm package, CC0."""
@@ -409,19 +410,29 @@ def distractors(rate: int = RATE) -> tuple[Recording, ...]:
     for name in DISTRACTORS:
         audio, native = _flac(_require(key, root / f"{name}.flac").read_bytes())
         out.append(Recording(key, f"{name}.flac", "non-speech", _at(audio, native, rate), rate))
-    return tuple(out)
+    return _frozen(tuple(out))
 
 
+@cache
 def speech(rate: int = RATE) -> tuple[Recording, ...]:
     """Every human speech recording, source after source (asterisk's transcribed prompts,
-    pocketsphinx, codec2, moonshine, pyannote's utterances)."""
-    return (
-        *asterisk_prompts(rate),
-        *pocketsphinx(rate),
-        *codec2(rate),
-        *moonshine(rate),
-        *pyannote(rate),
+    pocketsphinx, codec2, moonshine, pyannote's utterances). Loaded once per rate (each corpus
+    build reads them): the samples are read-only, so no caller changes them for the next."""
+    return _frozen(
+        (
+            *asterisk_prompts(rate),
+            *pocketsphinx(rate),
+            *codec2(rate),
+            *moonshine(rate),
+            *pyannote(rate),
+        )
     )
+
+
+def _frozen(recordings: tuple[Recording, ...]) -> tuple[Recording, ...]:
+    for recording in recordings:
+        recording.audio.setflags(write=False)
+    return recordings
 
 
 def check_installed() -> list[str]:

