@@ -8,7 +8,18 @@ STAMP := $(VENV)/.installed
 # tests/clients/js/node_modules.
 CLIENTS_VENV := .venv-clients
 CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
-APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs nginx
+# The human recordings the decision benches play (bench/human_speech.py, bench/README.md):
+# asterisk's prompts (and their transcripts), pocketsphinx's and codec2's test speech, and the
+# flac decoder for the npm package's samples.
+HUMAN_APT := asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata \
+	codec2-examples flac
+APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs nginx $(HUMAN_APT)
+# The rest of them: two wheels only read as zip files, never installed (--no-deps: their deps
+# are an ML stack; pinned in constraints.txt; the moonshine wheel is a platform one though its
+# sounds are not, hence the fixed platform), and CC0 samples from npm (bench/human/).
+HUMAN := bench/human
+HUMAN_STAMP := $(HUMAN)/.installed
+HUMAN_WHEELS := moonshine-voice pyannote.audio
 
 export HF_HUB_OFFLINE := 1
 
@@ -36,6 +47,13 @@ $(CLIENTS_STAMP): tests/clients/requirements.txt tests/clients/js/package-lock.j
 	cd tests/clients/js && npm ci --no-audit --no-fund --loglevel=error
 	touch $(CLIENTS_STAMP)
 
+$(HUMAN_STAMP): $(HUMAN)/package-lock.json constraints.txt | $(STAMP)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --platform manylinux_2_34_x86_64 \
+	  --python-version 3.11 -c constraints.txt -d $(HUMAN)/wheels $(HUMAN_WHEELS)
+	command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null)
+	cd $(HUMAN) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(HUMAN_STAMP)
+
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -43,7 +61,7 @@ apt:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-test: $(STAMP) $(CLIENTS_STAMP)
+test: $(STAMP) $(CLIENTS_STAMP) $(HUMAN_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
@@ -58,7 +76,7 @@ diagrams: $(STAMP)
 # The standard set: tables in docs/benchmarks.md, plots in docs/ (about 25 minutes on 2 cores;
 # bench.end_of_turn alone takes 13: `--quick` for a first look). Every bench prints its table;
 # `--write` puts it into the document (bench/cli.py).
-bench: $(STAMP)
+bench: $(STAMP) $(HUMAN_STAMP)
 	$(BIN)/python -m bench.protocol_decode --write
 	$(BIN)/python -m bench.vad_batching --repeats 2 --write
 	$(BIN)/python -m bench.pipeline_ttfa --runs 6 --write
@@ -88,4 +106,5 @@ soak: $(STAMP)
 	$(BIN)/python -m bench.drop_soak --write
 
 clean:
-	rm -rf $(VENV) $(CLIENTS_VENV) tests/clients/js/node_modules
+	rm -rf $(VENV) $(CLIENTS_VENV) tests/clients/js/node_modules $(HUMAN)/node_modules \
+	  $(HUMAN)/wheels $(HUMAN_STAMP)

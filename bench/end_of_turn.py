@@ -22,8 +22,14 @@ with an `error`, or does not echo, is reported as refused and not run). Two tabl
   commit (median / p90 ms), on complete turns and on all turns not cut off; and preemptive
   responses dropped per turn (`turntaker_preemptive_responses_total` by outcome, from
   /metrics around the mode).
-Below the tables: the targets (met / MISSED) and, per mode and voice, the premature ends and
-the late complete turns, so that a voice the end-of-turn model misjudges shows.
+The decision table's rows, and the targets, are per speech source: `synthetic` (flite and
+festival voices) and `human` (whole human prompts and sentences, and the same cut at a word
+gap: bench/human_speech.py) apart; the server's counters are the mode's, both sources
+together. The first-audio table runs synthetic speech only (it measures latency, and each of
+its sessions costs a model's answer).
+Below the tables: the targets (met / MISSED) and, per mode and voice (a human item's voice is
+its package), the premature ends and the late complete turns, so that a voice the
+end-of-turn model misjudges shows.
 
 Run: `python -m bench.end_of_turn --write` (writes "## End of turn" in docs/benchmarks.md);
 `--quick` runs four items per mode (CI).
@@ -37,12 +43,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from bench import cli, report, servers, stats
-from bench.end_of_turn_corpus import VOICES, CorpusPlan, TurnItem, build_corpus
+from bench.end_of_turn_corpus import ORIGINS, CorpusPlan, Origin, TurnItem, build_corpus
 from bench.end_of_turn_sessions import Config, Outcome, probe, run_items
 from bench.overlap_corpus import room_tone
 from bench.servers import RealtimeProcess
@@ -64,8 +70,10 @@ FIRST_AUDIO_CONFIGS = (
 )
 CONFIGS = {c.key: c for c in (*DECISION_CONFIGS, *FIRST_AUDIO_CONFIGS)}
 PLAN = CorpusPlan()
-FIRST_AUDIO_PLAN = CorpusPlan(sentences=5, voices_per_sentence=1)  # one sentence per voice
-QUICK_PLAN = CorpusPlan(sentences=2, voices_per_sentence=1)
+# One sentence per voice; synthetic only (module docstring).
+FIRST_AUDIO_PLAN = CorpusPlan(sentences=5, voices_per_sentence=1, human_turns=0)
+QUICK_PLAN = CorpusPlan(sentences=2, voices_per_sentence=1, human_turns=1)
+QUICK_FIRST_AUDIO_PLAN = CorpusPlan(sentences=2, voices_per_sentence=1, human_turns=0)
 # Answers: the null pipeline's chunks of 80 ms; the others' tokens. Short, so sessions end soon.
 MAX_OUTPUT_TOKENS = {"null": 4, "cascade": 16, "qwen3_omni": 16}
 LATE_S = 1.0
@@ -241,16 +249,27 @@ def _server_decisions(counters: dict[str, float]) -> str:
     return ", ".join(f"{c} {counters.get(c, 0.0):.0f}" for c in CAUSES)
 
 
-def _decision_row(result: ModeResult) -> str:
-    config, outcomes = result.config, result.outcomes
+def _origins(result: ModeResult) -> list[Origin]:
+    """The speech sources a mode's outcomes hold, in ORIGINS order."""
+    return [o for o in ORIGINS if any(out.item.origin == o for out in result.outcomes)]
+
+
+def _decision_rows(result: ModeResult) -> list[str]:
     if result.refused is not None:
-        return "| " + " | ".join([config.label, "refused", *["-"] * 8]) + " |"
+        return ["| " + " | ".join([result.config.label, "-", "refused", *["-"] * 8]) + " |"]
+    return [_decision_row(result, origin) for origin in _origins(result)]
+
+
+def _decision_row(result: ModeResult, origin: Origin) -> str:
+    config = result.config
+    outcomes = [o for o in result.outcomes if o.item.origin == origin]
     complete, paused = _of(outcomes, "complete"), _of(outcomes, "paused")
     not_cut = [o for o in paused if not o.premature]
     commits = [o.commits for o in paused]
     waited = _waited(outcomes, config)
     cells = [
         config.label,
+        origin,
         f"{len(complete)} + {len(paused)}",
         report.share(sum(o.premature for o in paused), len(paused)),
         report.share(sum(o.premature for o in complete), len(complete)),
@@ -309,6 +328,31 @@ def _find(results: list[ModeResult], config: Config, pipeline: str) -> ModeResul
 
 
 def _targets(measured: Measured) -> list[str]:
+    """The targets per speech source: each line says which one it is about."""
+    lines = ["Targets:", ""]
+    present = [o for o in ORIGINS if any(o in _origins(r) for r in measured.decisions)]
+    for origin in present or ["synthetic"]:
+
+        def only(results: list[ModeResult], keep: Origin = origin) -> list[ModeResult]:
+            # A mode that ran no item of this source is left out: "not measured", not nan.
+            kept = [
+                replace(r, outcomes=[o for o in r.outcomes if o.item.origin == keep])
+                for r in results
+            ]
+            return [r for r in kept if r.outcomes or r.refused is not None]
+
+        mine = replace(
+            measured, decisions=only(measured.decisions), first_audio=only(measured.first_audio)
+        )
+        for line in _targets_of(mine)[2:-1]:
+            if "preemptive responses" in line and not any(r.outcomes for r in mine.first_audio):
+                if origin != "synthetic":
+                    continue  # the first-audio table runs synthetic speech only
+            lines.append(f"- {origin}: {line[2:]}")
+    return [*lines, ""]
+
+
+def _targets_of(measured: Measured) -> list[str]:
     lines = ["Targets:", ""]
     base = _find(measured.decisions, SERVER_VAD, DECISION_PIPELINE)
     semantic = _find(measured.decisions, SEMANTIC["medium"], DECISION_PIPELINE)
@@ -381,12 +425,14 @@ def _per_voice(results: list[ModeResult]) -> list[str]:
         if result.refused is not None or not result.outcomes:
             continue
         parts = []
-        for voice in VOICES:
+        for voice in dict.fromkeys(o.item.voice for o in result.outcomes):
             mine = [o for o in result.outcomes if o.item.voice == voice]
             if not mine:
                 continue
             paused, complete = _of(mine, "paused"), _of(mine, "complete")
             cut = sum(o.premature for o in paused)
+            if mine[0].item.origin == "human":
+                voice = f"human/{voice}"
             parts.append(
                 f"{voice} cut {cut}/{len(paused)}, late {len(_late(mine))}/{len(complete)}"
             )
@@ -441,16 +487,25 @@ def table(run: Run, measured: Measured, command: str) -> str:
         f"Decisions: pipeline `null`, {measured.items} items per mode, {run.parallel} sessions "
         "at a time.",
         "",
-        "| mode | items (complete + paused) | paused turns cut off | complete turns cut off | "
-        "commits per paused turn | commit latency, complete | commit latency, paused not cut | "
-        "complete turns late | waited for the longest wait | server decisions |",
-        "|---|---:|---:|---:|---:|---|---|---:|---:|---|",
-        *(_decision_row(r) for r in measured.decisions),
+        f"Human turns (bench/human_speech.py, licences in bench/README.md): {plan.human_turns} "
+        "whole human prompts and sentences (asterisk's prompts, pocketsphinx's LibriVox "
+        "sentences and commands, codec2's test sentences, pyannote's phone call; 1.5-5 s, no "
+        "300 ms pause inside), each as a `complete` turn and as a `paused` one: cut at a word "
+        "gap (the quietest 10 ms between 30% and 70% of it, below -30 dBFS) with a pause of the "
+        "same range put in. Rows per speech source; the server's counters are the mode's.",
+        "",
+        "| mode | speech | items (complete + paused) | paused turns cut off | "
+        "complete turns cut off | commits per paused turn | commit latency, complete | "
+        "commit latency, paused not cut | complete turns late | waited for the longest wait | "
+        "server decisions |",
+        "|---|---|---:|---:|---:|---:|---|---|---:|---:|---|",
+        *(row for r in measured.decisions for row in _decision_rows(r)),
         "",
     ]
     if measured.first_audio:
         lines += [
-            f"First audio: {first.sentences} sentences by one voice each, complete and paused "
+            f"First audio (synthetic speech): {first.sentences} sentences by one voice each, "
+            "complete and paused "
             f"({measured.first_audio_items} items per mode), {run.first_audio_parallel} "
             "session at a time; answers of at most "
             f"{MAX_OUTPUT_TOKENS['cascade']} tokens; qwen3_omni on its tiny weights.",
@@ -498,7 +553,7 @@ def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     quick = args.quick
     run = Run(
         plan=QUICK_PLAN if quick else PLAN,
-        first_audio_plan=QUICK_PLAN if quick else FIRST_AUDIO_PLAN,
+        first_audio_plan=QUICK_FIRST_AUDIO_PLAN if quick else FIRST_AUDIO_PLAN,
         decision_configs=tuple(c for c in DECISION_CONFIGS if c in chosen),
         first_audio_configs=tuple(c for c in FIRST_AUDIO_CONFIGS if c in chosen),
         decisions=DECISION_PIPELINE in pipelines,

@@ -14,7 +14,9 @@ a time, for each interruption mode in turn. Per mode and class:
   mode);
 - answers completed (`response.done` completed, never cleared), `overlap.decision` reasons,
   and the share of decisions made without a transcript.
-The `immediate` rows are the plain-VAD baseline: every onset the VAD hears interrupts.
+The `immediate` rows are the plain-VAD baseline: every onset the VAD hears interrupts. Every
+row is per speech source: `synthetic` (flite and festival voices, filtered-noise bursts) and
+`human` (recordings from registry packages, bench/human_speech.py) apart; so are the targets.
 
 Run: `python -m bench.interruptions --write` (writes "## Interruptions" in docs/benchmarks.md);
 `--quick` runs a handful of items per mode (CI).
@@ -32,13 +34,29 @@ from dataclasses import dataclass
 from typing import get_args
 
 from bench import cli, report, servers, stats
-from bench.overlap_corpus import KINDS, CorpusPlan, Kind, build_corpus, room_tone
+from bench.overlap_corpus import (
+    KINDS,
+    ORIGINS,
+    CorpusPlan,
+    Kind,
+    Origin,
+    build_corpus,
+    room_tone,
+)
 from bench.overlap_sessions import Mode, Outcome, Policy, run_items
 from bench.servers import RealtimeProcess
 
 HEADING = "## Interruptions"
 MODELS = ("null", "vad", "asr", "cancel", "turn")
-QUICK_PLAN = CorpusPlan(interruptions=2, backchannels=2, bursts=1, offsets_s=(0.5, 1.5))
+QUICK_PLAN = CorpusPlan(
+    interruptions=2,
+    backchannels=2,
+    bursts=1,
+    offsets_s=(0.5, 1.5),
+    human_interruptions=1,
+    human_backchannels=1,
+    human_bursts=1,
+)
 # Targets for pause mode (issue 14).
 FALSE_TARGET = 0.05
 MISSED_TARGET = 0.02
@@ -128,7 +146,7 @@ def _without_transcript(outcomes: list[Outcome]) -> str:
     return report.share(blind, len(decided))
 
 
-def _row(mode: Mode, kind: Kind | str, outcomes: list[Outcome]) -> str:
+def _row(mode: Mode, origin: Origin, kind: Kind | str, outcomes: list[Outcome]) -> str:
     n = len(outcomes)
     cut = sum(out.interrupted for out in outcomes)
     truth_interrupt = kind == "interruption"
@@ -142,6 +160,7 @@ def _row(mode: Mode, kind: Kind | str, outcomes: list[Outcome]) -> str:
     cuts = [o for o in outcomes if o.interrupted]
     cells = [
         mode,
+        origin,
         kind,
         str(n),
         false,
@@ -158,6 +177,15 @@ def _row(mode: Mode, kind: Kind | str, outcomes: list[Outcome]) -> str:
 
 
 def _targets(pause: list[Outcome], min_speech_ms: int) -> list[str]:
+    lines = ["Targets (pause mode), per speech source:", ""]
+    for origin in ORIGINS:
+        mine = [o for o in pause if o.item.origin == origin]
+        if mine:
+            lines += _targets_of(origin, mine, min_speech_ms)
+    return [*lines, ""]
+
+
+def _targets_of(origin: Origin, pause: list[Outcome], min_speech_ms: int) -> list[str]:
     negatives = [o for o in pause if o.item.kind != "interruption"]
     positives = [o for o in pause if o.item.kind == "interruption"]
     false = sum(o.interrupted for o in negatives) / max(1, len(negatives))
@@ -172,17 +200,14 @@ def _targets(pause: list[Outcome], min_speech_ms: int) -> list[str]:
         return "met" if ok else "MISSED"
 
     return [
-        "Targets (pause mode):",
-        "",
-        f"- false interruptions <= {FALSE_TARGET:.0%} of non-interruptions: {false:.1%}, "
-        f"{verdict(false <= FALSE_TARGET)}",
-        f"- missed interruptions <= {MISSED_TARGET:.0%}: {missed:.1%}, "
+        f"- {origin}: false interruptions <= {FALSE_TARGET:.0%} of non-interruptions: "
+        f"{false:.1%}, {verdict(false <= FALSE_TARGET)}",
+        f"- {origin}: missed interruptions <= {MISSED_TARGET:.0%}: {missed:.1%}, "
         f"{verdict(missed <= MISSED_TARGET)}",
-        f"- `speech_started` -> `paused` <= {PAUSED_TARGET_MS:.0f} ms (worst): {reaction:.1f} ms, "
-        f"{verdict(reaction <= PAUSED_TARGET_MS)}",
-        f"- onset -> interrupt median <= min_speech_ms + {INTERRUPT_MARGIN_MS:.0f} = {limit} ms: "
-        f"{interrupt:.0f} ms, {verdict(interrupt <= limit)}",
-        "",
+        f"- {origin}: `speech_started` -> `paused` <= {PAUSED_TARGET_MS:.0f} ms (worst): "
+        f"{reaction:.1f} ms, {verdict(reaction <= PAUSED_TARGET_MS)}",
+        f"- {origin}: onset -> interrupt median <= min_speech_ms + {INTERRUPT_MARGIN_MS:.0f} = "
+        f"{limit} ms: {interrupt:.0f} ms, {verdict(interrupt <= limit)}",
     ]
 
 
@@ -207,17 +232,31 @@ def table(run: Run, measured: Measured, command: str) -> str:
         "no echo of the answer reaches the microphone. `immediate` is the plain-VAD baseline. "
         "Times in ms, median / p90, client receipt times.",
         "",
-        "| mode | class | items | false interruptions | missed interruptions | "
+        f"Human items (bench/human_speech.py, licences in bench/README.md), at the same offsets: "
+        f"{plan.human_interruptions} interruptions (human utterances of 1-3 s: asterisk "
+        "prompts, pocketsphinx's LibriVox sentences and commands, codec2's test sentences, "
+        "moonshine-voice's LibriVox reading, pyannote's phone call), "
+        f"{plan.human_backchannels} backchannels (the short acknowledgements the sets hold: "
+        '"oh", "thank you", "no", "hello", "I\'m sorry", the call\'s "hello?") and '
+        f"{plan.human_bursts} non-speech sounds (CC0 recordings: a door, snaps, a burp, "
+        "phones, an impact, a till) in place of the filtered noise; the same levels. Rows are "
+        "per speech source: `synthetic` and `human` apart.",
+        "",
+        "| mode | speech | class | items | false interruptions | missed interruptions | "
         "onset -> speech_started | speech_started -> paused | onset -> paused | "
         "onset -> interrupt | answers completed | decisions | without transcript |",
-        "|---|---|---:|---:|---:|---|---|---|---|---:|---|---:|",
+        "|---|---|---|---:|---:|---:|---|---|---|---|---:|---|---:|",
     ]
     for mode, outcomes in results.items():
-        for kind in KINDS:
-            rows = [o for o in outcomes if o.item.kind == kind]
-            if rows:
-                lines.append(_row(mode, kind, rows))
-        lines.append(_row(mode, "all", outcomes))
+        for origin in ORIGINS:
+            mine = [o for o in outcomes if o.item.origin == origin]
+            if not mine:
+                continue
+            for kind in KINDS:
+                rows = [o for o in mine if o.item.kind == kind]
+                if rows:
+                    lines.append(_row(mode, origin, kind, rows))
+            lines.append(_row(mode, origin, "all", mine))
     lines.append("")
     lines += _notes(measured)
     if "pause" in results:

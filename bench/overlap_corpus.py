@@ -18,9 +18,23 @@ each phrase is spoken by another voice at each offset. Speech is cut to its spok
 frames above an RMS of 0.02, both ends) and scaled to an active level of -20 dBFS, then by a
 seeded gain of -6..0 dB; bursts peak at -6 dBFS times the same kind of gain.
 
+Human items (`origin` "human", bench/human_speech.py), next to the synthetic ones, the same
+three classes at the same offsets:
+- interruptions: human utterances of 1-3 s (prompts, read sentences, a phone call's turns;
+  recordings over 5 s split at their pauses), the sources taking turns;
+- backchannels: the short acknowledgements the human sets hold (`HUMAN_BACKCHANNELS`: "oh",
+  "thank you", "no", "hello", "I'm sorry", the phone call's "hello?" and "oh, hello"); no set
+  has an "uh-huh", "yeah" or "okay" on its own;
+- bursts: CC0 recordings of a door, finger snaps, a burp, phones, an impact and a till
+  (`human_speech.DISTRACTORS`), in place of the filtered noise; cut to their loud part (10 ms
+  frames within 30 dB of the loudest) and to at most `HUMAN_BURST_MAX_S`, with a 20 ms fade.
+Item i of a class at the j-th offset is the class's candidate (i + j * n) mod len: each
+offset hears other recordings. Levels as the synthetic ones.
+
 Deterministic: the same `CorpusPlan` gives the same samples (flite and festival are
-deterministic; every random draw comes from `numpy.random.default_rng([seed, index])`).
-Synthesis goes through temporary files only (bench/speech.py); nothing is cached.
+deterministic, the human files are fixed; every random draw comes from
+`numpy.random.default_rng([seed, index])`). Synthesis goes through temporary files only
+(bench/speech.py); nothing is cached.
 """
 
 from __future__ import annotations
@@ -31,11 +45,14 @@ from typing import Literal
 import numpy as np
 from scipy import signal
 
+from bench import human_speech
 from bench.speech import RATE, Audio, festival, festival_paced, flite, flite_paced, spoken_part
 
 Kind = Literal["interruption", "backchannel", "burst"]
 Label = Literal["interrupt", "not-interrupt"]
+Origin = Literal["synthetic", "human"]
 KINDS: tuple[Kind, ...] = ("interruption", "backchannel", "burst")
+ORIGINS: tuple[Origin, ...] = ("synthetic", "human")
 
 # Every voice but flite's slt, which speaks the cascade's answers.
 VOICES = ("kal16", "awb", "rms", "festival")
@@ -51,6 +68,19 @@ INTERRUPTIONS = (
 )
 BACKCHANNELS = ("yeah", "uh-huh", "okay", "right", "mm-hmm", "I see", "sure", "got it")
 BURSTS = ("cough", "double-cough", "clicks", "knock")
+# Human acknowledgements (source, recording name): the nearest the sets hold to a backchannel.
+HUMAN_BACKCHANNELS = (
+    ("asterisk", "digits/oh.wav"),
+    ("pyannote", "sample.wav@8.436-8.876s"),  # "Oh, hello."
+    ("asterisk", "auth-thankyou.wav"),
+    ("pyannote", "sample.wav@6.68-7.16s"),  # "Hello?"
+    ("asterisk", "vm-no.wav"),
+    ("asterisk", "hello.wav"),
+    ("pyannote", "sample.wav@7.634-8.155s"),  # "Hello?", the other speaker
+    ("asterisk", "im-sorry.wav"),
+)
+HUMAN_BURST_MAX_S = 1.5
+HUMAN_INTERRUPTIONS_MAX = 12  # per offset; the candidates (dozens) rotate across offsets
 
 BACKCHANNEL_MAX_S = 0.8
 INTERRUPTION_MIN_S = 1.0
@@ -69,12 +99,19 @@ class CorpusPlan:
     offsets_s: tuple[float, ...] = (0.5, 1.5, 3.0)
     seed: int = 14
     rate: int = RATE
+    # Human items per offset (bench/human_speech.py).
+    human_interruptions: int = 6
+    human_backchannels: int = 6
+    human_bursts: int = 4
 
     def __post_init__(self) -> None:
         limits = (
             (self.interruptions, len(INTERRUPTIONS)),
             (self.backchannels, len(BACKCHANNELS)),
             (self.bursts, len(BURSTS)),
+            (self.human_interruptions, HUMAN_INTERRUPTIONS_MAX),
+            (self.human_backchannels, len(HUMAN_BACKCHANNELS)),
+            (self.human_bursts, len(human_speech.DISTRACTORS)),
         )
         if any(not 0 <= n <= most for n, most in limits):
             raise ValueError(f"at most {[most for _, most in limits]} items per class")
@@ -88,12 +125,14 @@ class OverlapItem:
 
     name: str
     kind: Kind
-    source: str  # the words spoken, or the burst's name
-    voice: str  # a flite voice, "festival", or "noise"
+    source: str  # the words spoken (a human recording's file when unknown), or the burst's name
+    voice: str  # a flite voice, "festival", "noise"; for human items their package's key
     offset_s: float
     audio: Audio
     rate: int
     stretch: float = 1.0  # the engine's duration stretch (1.0: as the voice speaks it)
+    origin: Origin = "synthetic"
+    recording: str = ""  # a human item's file in its package (human_speech.Recording.name)
 
     @property
     def label(self) -> Label:
@@ -197,7 +236,81 @@ def build_corpus(plan: CorpusPlan = CorpusPlan()) -> tuple[OverlapItem, ...]:
             rng = np.random.default_rng([plan.seed, 3, i, j])
             audio = burst(name, rng, rate) * (BURST_PEAK * _gain(rng))
             items.append(_item("burst", name, "noise", offset, audio, rate, 1.0))
+    if plan.human_interruptions or plan.human_backchannels or plan.human_bursts:
+        items += _human_items(plan)
     return tuple(items)
+
+
+def human_candidates(rate: int = RATE) -> dict[Kind, tuple[human_speech.Recording, ...]]:
+    """What the human items of each class are picked from, in order (module docstring)."""
+    speech = human_speech.utterances(rate)
+    long = tuple(
+        u
+        for u in speech
+        if INTERRUPTION_MIN_S <= len(human_speech.spoken(u.audio, rate)) / rate <= 3.0
+        and not (u.transcript or "").startswith(".")
+        and not (u.transcript or "").endswith("..")
+    )
+    named = {(u.source, u.name): u for u in speech}
+    short = tuple(named[key] for key in HUMAN_BACKCHANNELS)
+    return {
+        "interruption": human_speech.round_robin(long),
+        "backchannel": short,
+        "burst": human_speech.distractors(rate),
+    }
+
+
+def _human_items(plan: CorpusPlan) -> list[OverlapItem]:
+    rate = plan.rate
+    pool = human_candidates(rate)
+    counts: dict[Kind, int] = {
+        "interruption": plan.human_interruptions,
+        "backchannel": plan.human_backchannels,
+        "burst": plan.human_bursts,
+    }
+    items = []
+    for j, offset in enumerate(plan.offsets_s):
+        for k, kind in enumerate(KINDS):
+            n, candidates = counts[kind], pool[kind]
+            for i in range(n):
+                recording = candidates[(i + j * n) % len(candidates)]
+                rng = np.random.default_rng([plan.seed, 4 + k, i, j])
+                audio = human_speech.spoken(recording.audio, rate)
+                if kind == "burst":
+                    audio = _faded_to(audio, rate, HUMAN_BURST_MAX_S)
+                    audio = audio * (
+                        BURST_PEAK * _gain(rng) / max(float(np.abs(audio).max()), 1e-9)
+                    )
+                else:
+                    level = human_speech.active_rms(audio, rate)
+                    audio = audio * (SPEECH_RMS * _gain(rng) / level)
+                words = recording.transcript or recording.name
+                item = _item(kind, words, recording.source, offset, audio, rate, 1.0)
+                items.append(_human(item, recording.name))
+    return items
+
+
+def _faded_to(audio: Audio, rate: int, most_s: float) -> Audio:
+    """`audio` cut to `most_s`, the last 20 ms faded out (a cut burst does not click)."""
+    out = audio[: int(most_s * rate)].copy()
+    n = min(len(out), int(0.02 * rate))
+    out[len(out) - n :] *= np.linspace(1.0, 0.0, n, dtype=np.float32)
+    return out
+
+
+def _human(item: OverlapItem, recording: str) -> OverlapItem:
+    slug = "-".join("".join(c if c.isalnum() else " " for c in recording.lower()).split())
+    return OverlapItem(
+        name=f"{item.kind}/human/{item.voice}/{slug}@{item.offset_s:g}s",
+        kind=item.kind,
+        source=item.source,
+        voice=item.voice,
+        offset_s=item.offset_s,
+        audio=item.audio,
+        rate=item.rate,
+        origin="human",
+        recording=recording,
+    )
 
 
 def _item(

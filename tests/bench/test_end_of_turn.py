@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from bench import end_of_turn
-from bench.end_of_turn_corpus import TurnItem, build_corpus
+from bench.end_of_turn_corpus import ORIGINS, TurnItem, build_corpus
 from bench.end_of_turn_sessions import Config, Outcome
 from orchestrator.triton import TritonServer
 
 COLUMNS = (
     "mode",
+    "speech",
     "items",
     "paused cut",
     "complete cut",
@@ -123,12 +124,13 @@ def test_quick_run_on_the_null_pipeline_counts_what_the_sessions_saw(
     assert "kept" in text, "the bench replaced another bench's section"
     section = text[text.index(end_of_turn.HEADING) :]
     assert f"`python -m bench.end_of_turn --quick --modes {modes} --pipelines null`" in section
-    rows: dict[str, dict[str, str]] = {}
+    rows: dict[tuple[str, str], dict[str, str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == len(COLUMNS) and cells[0].startswith(("server_vad", "semantic_vad")):
-            rows[cells[0]] = dict(zip(COLUMNS, cells, strict=True))
-    assert set(rows) == {"server_vad 500 ms", "semantic_vad medium"}
+            rows[(cells[0], cells[1])] = dict(zip(COLUMNS, cells, strict=True))
+    labels = {label for label, _ in rows}
+    assert labels == {"server_vad 500 ms", "semantic_vad medium"}
 
     (measured,) = seen
     base = measured.decisions[0]
@@ -148,26 +150,38 @@ def test_quick_run_on_the_null_pipeline_counts_what_the_sessions_saw(
         assert out.commit_latency is not None and out.commit_latency >= 0.48, out.item.name
         assert out.first_audio_latency is not None, f"{out.item.name}: no answer audio"
 
-    row = rows["server_vad 500 ms"]
-    assert row["items"] == f"{len(complete)} + {len(paused)}"
-    assert _share(row["paused cut"]) == (sum(o.premature for o in paused), len(paused))
-    assert _share(row["complete cut"]) == (0, len(complete))
-    _latency(row["latency complete"])
-    assert row["waited"] == "-"
-    assert float(row["commits per paused turn"]) >= 1.0
-    semantic = rows["semantic_vad medium"]
-    if measured.decisions[1].refused is None:
-        _share(semantic["paused cut"])
-        _share(semantic["waited"])
-    else:
-        assert semantic["items"] == "refused"
+    for origin in ORIGINS:
+        mine = [o for o in outcomes if o.item.origin == origin]
+        mine_paused = [o for o in mine if o.item.kind == "paused"]
+        mine_complete = [o for o in mine if o.item.kind == "complete"]
+        assert mine_paused and mine_complete, f"the quick run has no {origin} turns"
+        row = rows[("server_vad 500 ms", origin)]
+        assert row["items"] == f"{len(mine_complete)} + {len(mine_paused)}"
+        cut = (sum(o.premature for o in mine_paused), len(mine_paused))
+        assert _share(row["paused cut"]) == cut
+        assert _share(row["complete cut"]) == (0, len(mine_complete))
+        _latency(row["latency complete"])
+        assert row["waited"] == "-"
+        assert float(row["commits per paused turn"]) >= 1.0
+        if measured.decisions[1].refused is None:
+            semantic = rows[("semantic_vad medium", origin)]
+            _share(semantic["paused cut"])
+            _share(semantic["waited"])
+    if measured.decisions[1].refused is not None:
+        assert rows[("semantic_vad medium", "-")]["items"] == "refused"
         assert "semantic_vad medium: not run, " in section, "a refusal is explained"
     targets = section[section.index("Targets:") :].splitlines()
-    for target in ("semantic_vad (medium)", "preemptive responses cut"):
-        line = next(x for x in targets if target in x)
+    for origin, target in (
+        ("synthetic", "semantic_vad (medium)"),
+        ("human", "semantic_vad (medium)"),
+        ("synthetic", "preemptive responses cut"),  # the first-audio table: synthetic only
+    ):
+        line = next(x for x in targets if x.startswith(f"- {origin}: ") and target in x)
         assert line.endswith((", met", ", MISSED")) or "not measured (" in line, line
         assert "nan" not in line, line
+    assert not any(x.startswith("- human: preemptive") for x in targets), "not run on human"
     assert "- null, server_vad 500 ms: " in section, "no per-voice line"
+    assert "human/asterisk cut " in section, "no per-voice figures for the human turns"
 
 
 def test_unknown_modes_and_pipelines_are_refused() -> None:

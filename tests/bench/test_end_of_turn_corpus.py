@@ -8,6 +8,9 @@ import pytest
 
 from bench.end_of_turn_corpus import (
     FADE_S,
+    HUMAN_GAP_RMS,
+    HUMAN_GAP_SPAN,
+    HUMAN_SPOKEN_S,
     SENTENCES,
     SPEECH_FLOOR,
     SPEECH_RMS,
@@ -18,6 +21,7 @@ from bench.end_of_turn_corpus import (
     frame_rms,
     speech_segments,
 )
+from bench.human_speech import PACKAGES
 
 PLAN = CorpusPlan()
 
@@ -34,17 +38,19 @@ def _pairs(corpus: tuple[TurnItem, ...]) -> list[tuple[TurnItem, TurnItem]]:
 def test_every_sentence_and_voice_is_a_complete_and_a_paused_item(
     corpus: tuple[TurnItem, ...],
 ) -> None:
-    assert len(corpus) == PLAN.sentences * PLAN.voices_per_sentence * 2
+    assert len(corpus) == (PLAN.sentences * PLAN.voices_per_sentence + PLAN.human_turns) * 2
     assert len({it.name for it in corpus}) == len(corpus), "item names must be unique"
     for complete, paused in _pairs(corpus):
         assert (complete.kind, paused.kind) == ("complete", "paused")
         assert (complete.text, complete.voice) == (paused.text, paused.voice)
     texts = [" ".join(s.replace("|", " ").split()) for s in SENTENCES[: PLAN.sentences]]
-    assert [it.text for it in corpus[:: 2 * PLAN.voices_per_sentence]] == texts
+    synthetic_items = [it for it in corpus if it.origin == "synthetic"]
+    assert [it.text for it in synthetic_items[:: 2 * PLAN.voices_per_sentence]] == texts
     for text in texts:
         voices = [it.voice for it in corpus if it.text == text and it.kind == "complete"]
         assert len(set(voices)) == PLAN.voices_per_sentence, f"{text!r} repeats a voice"
-    assert {it.voice for it in corpus} == set(VOICES), "every voice speaks"
+    synthetic = {it.voice for it in corpus if it.origin == "synthetic"}
+    assert synthetic == set(VOICES), "every voice speaks"
 
 
 def test_a_paused_item_is_its_complete_twin_with_silence_put_in_at_a_word_gap(
@@ -67,10 +73,18 @@ def test_a_paused_item_is_its_complete_twin_with_silence_put_in_at_a_word_gap(
         # that holds the cut may reach into the pause).
         assert paused.gap_rms is not None and paused.gap_rms < 0.3 * SPEECH_RMS, paused.name
         (_, head_end), (tail_start, _) = paused.segments
-        frame, reach = paused.rate // 100, int(0.15 * paused.rate)
+        # A human word gap may be silent for up to 0.3 s of its own (no longer: a complete
+        # turn has no 300 ms without speech), and the cut lies at its quietest point.
+        reach_s = 0.15 if paused.origin == "synthetic" else 0.3
+        frame, reach = paused.rate // 100, int(reach_s * paused.rate)
         assert at - reach <= head_end < at + frame, paused.name
         assert at + n - frame < tail_start <= at + n + reach, paused.name
         assert 0.25 <= at / len(complete.audio) <= 0.85, f"{paused.name}: not inside the turn"
+        assert paused.origin == complete.origin and paused.recording == complete.recording
+        if paused.origin == "human":
+            # No alignment says which words fall either side of a human cut.
+            assert paused.before == paused.after == "", paused.name
+            continue
         assert paused.before and paused.after
         assert f"{paused.before} {paused.after}" == paused.text
 
@@ -130,7 +144,7 @@ def test_the_same_plan_gives_the_same_samples_and_another_seed_other_pauses() ->
 
 
 def test_a_16_khz_corpus_has_the_same_labels_in_its_own_samples() -> None:
-    plan = CorpusPlan(sentences=1, voices_per_sentence=1, rate=16000)
+    plan = CorpusPlan(sentences=1, voices_per_sentence=1, rate=16000, human_turns=0)
     complete, paused = build_corpus(plan)
     same = build_corpus(CorpusPlan(sentences=1, voices_per_sentence=1))[1]
     assert paused.rate == 16000 and paused.pause_s == same.pause_s
@@ -146,3 +160,28 @@ def test_a_plan_beyond_the_lists_is_refused() -> None:
         CorpusPlan(pauses_s=(1.2, 0.4))
     with pytest.raises(ValueError):
         CorpusPlan(rate=22050 + 1)
+    with pytest.raises(ValueError):
+        CorpusPlan(human_turns=99)
+
+
+def test_human_turns_are_whole_recordings_cut_at_a_word_gap(
+    corpus: tuple[TurnItem, ...],
+) -> None:
+    human = [it for it in corpus if it.origin == "human"]
+    assert len(human) == 2 * PLAN.human_turns
+    assert {it.voice for it in human} == set(PACKAGES) - {"moonshine", "scsynth"}, (
+        "every source of whole turns takes part"
+    )
+    for complete, paused in zip(human[::2], human[1::2], strict=True):
+        assert complete.voice in PACKAGES and complete.recording, complete.name
+        assert complete.name.startswith(f"complete/human/{complete.voice}/")
+        assert paused.name.startswith(f"paused/human/{paused.voice}/")
+        assert HUMAN_SPOKEN_S[0] <= complete.duration_s <= HUMAN_SPOKEN_S[1] + 0.01
+        assert paused.pause_at is not None
+        # Between 30% and 70% of the turn, at an energy minimum well below the speech level.
+        where = paused.pause_at / len(complete.audio)
+        assert HUMAN_GAP_SPAN[0] - 0.01 <= where <= HUMAN_GAP_SPAN[1] + 0.01, paused.name
+        assert paused.gap_rms is not None and paused.gap_rms < HUMAN_GAP_RMS, paused.name
+    texts = [it.text for it in human if it.kind == "complete" and it.text]
+    assert len(texts) >= PLAN.human_turns // 2, "most human turns carry their transcript"
+    assert all(len(t.split()) >= 4 for t in texts)

@@ -1,7 +1,8 @@
 """bench/interruptions.py `--quick` against the session's tritonserver (it needs `null`, `vad`,
 `asr` and `cancel`, e.g. TURNTAKER_TEST_MODELS=null,vad,asr,cancel): its section has a row for
-every mode and class with finite numbers where the class has them, and the pause-mode targets,
-so the full run (`make bench`) cannot rot unseen. Timings are never asserted."""
+every mode, speech source (synthetic, human) and class with finite numbers where the class has
+them, and the pause-mode targets per source, so the full run (`make bench`) cannot rot unseen.
+Timings are never asserted."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import re
 from pathlib import Path
 
 from bench import interruptions
-from bench.overlap_corpus import KINDS
+from bench.overlap_corpus import KINDS, ORIGINS
 from orchestrator.triton import TritonServer
 
 COLUMNS = (
     "mode",
+    "speech",
     "class",
     "items",
     "false interruptions",
@@ -55,38 +57,46 @@ def test_quick_run_writes_every_row_with_finite_numbers(
     assert "kept" in text, "the bench replaced another bench's section"
     section = text[text.index(interruptions.HEADING) :]
     assert "`python -m bench.interruptions --quick`" in section, "command not quoted"
-    rows: dict[tuple[str, str], dict[str, str]] = {}
+    rows: dict[tuple[str, str, str], dict[str, str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == len(COLUMNS) and cells[0] in ("immediate", "pause"):
-            rows[(cells[0], cells[1])] = dict(zip(COLUMNS, cells, strict=True))
+            rows[(cells[0], cells[1], cells[2])] = dict(zip(COLUMNS, cells, strict=True))
     plan = interruptions.QUICK_PLAN
+    per_offset = {"synthetic": plan.interruptions, "human": plan.human_interruptions}
     for mode in ("immediate", "pause"):
-        for kind in (*KINDS, "all"):
-            row = rows.get((mode, kind))
-            assert row is not None, f"no row for {mode} / {kind}"
-            assert int(row["items"]) >= 1
-            _share(row["answers completed"])
-        speech = rows[(mode, "interruption")]
-        assert int(speech["items"]) == plan.interruptions * len(plan.offsets_s)
-        _share(speech["missed interruptions"])
-        _share(rows[(mode, "backchannel")]["false interruptions"])
-        _share(rows[(mode, "burst")]["false interruptions"])
-        _share(rows[(mode, "all")]["false interruptions"])
-        _latency(speech["onset -> speech_started"])
-        _latency(speech["onset -> interrupt"])
-        _latency(rows[(mode, "backchannel")]["onset -> speech_started"])
+        for origin in ORIGINS:
+            for kind in (*KINDS, "all"):
+                row = rows.get((mode, origin, kind))
+                assert row is not None, f"no row for {mode} / {origin} / {kind}"
+                assert int(row["items"]) >= 1
+                _share(row["answers completed"])
+            speech = rows[(mode, origin, "interruption")]
+            assert int(speech["items"]) == per_offset[origin] * len(plan.offsets_s)
+            _share(speech["missed interruptions"])
+            _share(rows[(mode, origin, "backchannel")]["false interruptions"])
+            _share(rows[(mode, origin, "burst")]["false interruptions"])
+            _share(rows[(mode, origin, "all")]["false interruptions"])
+            _latency(speech["onset -> speech_started"])
+            _latency(rows[(mode, origin, "backchannel")]["onset -> speech_started"])
+            missed, whole = _share(speech["missed interruptions"])
+            if origin == "synthetic" or missed < whole:  # human: when one was cut at all
+                _latency(speech["onset -> interrupt"])
     for kind in ("interruption", "backchannel"):
-        row = rows[("pause", kind)]
+        row = rows[("pause", "synthetic", kind)]
         _latency(row["speech_started -> paused"])
         _latency(row["onset -> paused"])
         assert row["decisions"] != "-", f"pause / {kind}: no overlap.decision seen"
         _share(row["without transcript"])
-    for kind in KINDS:
-        assert rows[("immediate", kind)]["speech_started -> paused"] == "-", "paused in v1 mode"
-    targets = section[section.index("Targets (pause mode):") :]
-    for target in ("false interruptions <=", "missed interruptions <=", "-> `paused` <=",
-                   "onset -> interrupt median <="):  # fmt: skip
-        line = next(x for x in targets.splitlines() if target in x)
-        assert line.endswith((", met", ", MISSED")), line
-        assert "nan" not in line, line
+    for origin in ORIGINS:
+        for kind in KINDS:
+            row = rows[("immediate", origin, kind)]
+            assert row["speech_started -> paused"] == "-", "paused in v1 mode"
+    targets = section[section.index("Targets (pause mode), per speech source:") :]
+    for origin in ORIGINS:
+        for target in ("false interruptions <=", "missed interruptions <=", "-> `paused` <=",
+                       "onset -> interrupt median <="):  # fmt: skip
+            lines = targets.splitlines()
+            line = next(x for x in lines if x.startswith(f"- {origin}: ") and target in x)
+            assert line.endswith((", met", ", MISSED")), line
+            assert origin == "human" or "nan" not in line, line
