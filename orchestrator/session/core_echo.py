@@ -56,6 +56,8 @@ ECHO_SPEECH = 0.85
 # A reference sample at or under this (int16) plays nothing: -60 dBFS.
 AUDIBLE = 33
 SPANS = 256  # rule 7's memory of when the reference played: seconds of appends
+# An ACK moves the reference only when it is further off than this (far_end.py rule 5).
+ACK_TOLERANCE = RATE * 120 // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +115,7 @@ class InputProcessing:
             self._sent.clear()
         elif self._canceller is None:
             self._canceller = self._dsp().canceller(RATE, kind)
-            self._far = FarEnd(MAX_AHEAD)
+            self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE)
         else:
             self._canceller.noise_reduction = kind
         # With a canceller its own suppressor runs after it; without, one of its own.

@@ -19,10 +19,13 @@ Rules:
    of the resume.
 4. A clear (an interruption, a cancel, a truncate) drops everything not yet played at once:
    from the current position the reference is silent, until audio is sent again.
-5. A client that acknowledges playback corrects the placement: `played(response, ms)` says
-   the client had played `ms` of that response at the current position, and the rest of it
-   (and what follows) moves so that it does. The canceller's own delay estimator follows the
-   remaining, constant offset (the input's capture and transport latency).
+5. A client that acknowledges playback corrects the placement when it is far off:
+   `played(response, ms)` says the client had played `ms` of that response at the current
+   position; if the reference is more than `tolerance` samples from there (an underrun the
+   server did not see, a client that started late), the rest of it (and what follows) moves so
+   that it is not. A smaller difference is left alone: the canceller's own delay estimator
+   follows a steady offset (capture and transport latency, an ACK's own lateness), and moving
+   the reference by a few ms at every ACK would make it learn the echo path again each time.
 6. Bounded: at most `max_ahead` samples wait to be played; audio sent beyond that is dropped
    (a client cannot buffer minutes of answer ahead of its playback anyway).
 
@@ -49,10 +52,11 @@ class _Segment:
 
 
 class FarEnd:
-    __slots__ = ("_max_ahead", "_paused", "_pending", "_queued", "_start", "position")
+    __slots__ = ("_max_ahead", "_paused", "_pending", "_queued", "_start", "_tolerance", "position")
 
-    def __init__(self, max_ahead: int) -> None:
+    def __init__(self, max_ahead: int, tolerance: int = 0) -> None:
         self._max_ahead = max_ahead
+        self._tolerance = tolerance
         self.position = 0  # rule 1
         self._pending: deque[_Segment] = deque()
         self._queued = 0  # samples in _pending
@@ -103,7 +107,7 @@ class FarEnd:
         # The head's first sample plays at `_start` (at or after the position): the reference
         # is at sample `head.offset - delay` of the response now.
         delay = max(0, self._start - self.position)
-        if theirs == head.offset - delay:
+        if abs(theirs - (head.offset - delay)) <= self._tolerance:
             return
         if theirs > head.offset:
             # The client is ahead: what it has played already is not played again.

@@ -96,3 +96,14 @@ def test_rule6_bounded_what_waits_to_be_played() -> None:
     out = far.take(2000)
     assert out[:1000].tolist() == list(range(1, 1001))
     assert out[1000:].tolist() == [0] * 1000
+
+
+def test_rule5_a_small_difference_is_left_to_the_canceller() -> None:
+    far = FarEnd(max_ahead=RATE, tolerance=480)
+    far.sent("r1", ramp(0, 2000), 0)
+    far.take(1000)
+    far.played("r1", 30, RATE)  # 720 samples: 280 behind, within the tolerance
+    assert far.take(3).tolist() == [1001, 1002, 1003]
+    far.played("r1", 10, RATE)  # 240 samples: 763 behind, beyond it
+    assert far.take(763).tolist() == [0] * 763
+    assert far.take(2).tolist() == [1004, 1005]
