@@ -28,8 +28,6 @@ Rules:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import itertools
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from bench import human_speech as human
 from bench.overlap_corpus import BACKCHANNELS, INTERRUPTIONS, _active_rms, _speech
 from bench.rooms import SPEECH_RMS, Room
 from bench.speech import RATE, Audio, festival, flite, spoken_part
@@ -131,17 +130,14 @@ def _synthetic(kind: Kind, index: int, rate: int) -> UserSound:
 
 
 # Human acknowledgements (asterisk prompts): the nearest the human sets hold to a backchannel.
-HUMAN_BACKCHANNELS = ("digits/oh.wav", "auth-thankyou.wav", "vm-no.wav", "hello.wav")
+HUMAN_BACKCHANNELS = ("digits/oh", "auth-thankyou", "vm-no", "hello")
 
 
 @cache
 def _human_sounds(kind: Kind, rate: int) -> tuple[UserSound, ...]:
     """Rule 3's human recordings where bench/human_speech.py is there (and its packages are
     installed); () otherwise. Interruptions: its utterances of 1-3 s, sources taking turns."""
-    if kind == "echo" or importlib.util.find_spec("bench.human_speech") is None:
-        return ()
-    human = importlib.import_module("bench.human_speech")
-    if human.check_installed():
+    if kind == "echo" or human.check_installed():
         return ()
     if kind == "backchannel":
         picked = [human.asterisk(name, rate) for name in HUMAN_BACKCHANNELS]
