@@ -105,9 +105,6 @@ class SlotCache:
             self.lengths[slot] = 0
             self.free.append(slot)
 
-    def room(self, slot: int) -> int:
-        return self.shape.max_len - self.lengths[slot]
-
     @property
     def active(self) -> int:
         return self.shape.slots - len(self.free)

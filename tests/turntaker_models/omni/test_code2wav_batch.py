@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pytest
 
 from tests.turntaker_models.omni.conftest import Tiny
+from tests.turntaker_models.omni.test_stages import FakeReply
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.omni import wire
 from turntaker_models.omni.audio_stages import Code2WavStage
@@ -229,28 +230,6 @@ def test_cancel_while_waiting_for_a_round_emits_nothing(warm: Tiny) -> None:
 # The stage: Triton's code2wav model without Triton.
 
 
-@dataclass
-class _Reply:
-    on_send: Callable[[Mapping[str, npt.NDArray[Any]]], None]
-    closed: bool = False
-    error: str | None = None
-
-    def send(self, outputs: Mapping[str, npt.NDArray[Any]], final: bool = False) -> None:
-        assert not self.closed
-        self.on_send(outputs)
-        self.closed = self.closed or final
-
-    def close(self) -> None:
-        self.closed = True
-
-    def fail(self, message: str) -> None:
-        self.error = message
-        self.closed = True
-
-    def is_cancelled(self) -> bool:
-        return False
-
-
 def _settings(tiny: Tiny, root: Path, batching: bool) -> ModelSettings:
     return ModelSettings(
         board_path=root / "board",
@@ -278,13 +257,13 @@ def _speak(
     stage: Code2WavStage,
     streams: dict[str, npt.NDArray[np.int64]],
     cancel: tuple[CancelBoard, str, int] | None = None,
-) -> tuple[dict[str, list[npt.NDArray[np.float32]]], list[_Reply]]:
+) -> tuple[dict[str, list[npt.NDArray[np.float32]]], list[FakeReply]]:
     """Every stream's frames then END, interleaved frame by frame; each stream's audio.
 
     `cancel` (board, id, frame): before that frame, once the stream has sent its first chunk,
     the board cancels it."""
     audio: dict[str, list[npt.NDArray[np.float32]]] = {k: [] for k in streams}
-    replies: list[_Reply] = []
+    replies: list[FakeReply] = []
     lock = threading.Lock()
 
     def collect(request_id: str) -> Callable[[Mapping[str, npt.NDArray[Any]]], None]:
@@ -304,7 +283,7 @@ def _speak(
         for request_id, codes in streams.items():
             if i > codes.shape[1]:
                 continue
-            reply = _Reply(collect(request_id))
+            reply = FakeReply(collect(request_id))
             replies.append(reply)
             if i < codes.shape[1]:
                 stage.submit(_message(request_id, wire.FRAME, i, codes[:, i]), reply)
