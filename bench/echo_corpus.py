@@ -21,8 +21,9 @@ Rules:
    assistant's), taking turns; with `human=True` and bench/human_speech.py present, also in
    human recordings (`human` source), reported per source. Every user sound is cut to its
    spoken part and scaled to `SPEECH_RMS` active level.
-4. The grid: every echo level x every delay, rooms cycling through `RT60S` with a seed per
-   item; offsets cycling through `OFFSETS_S` (0.5 s first: no blind window at the start of
+4. The grid: every echo level x every delay, rooms cycling through `RT60S` and, slower,
+   through the loudspeaker-microphone distances `DISTANCES_M` (bench/rooms.py), with a seed
+   per item; offsets cycling through `OFFSETS_S` (0.5 s first: no blind window at the start of
    an answer). Deterministic: the same `Plan` gives the same items and samples.
 """
 
@@ -53,6 +54,7 @@ USER_VOICES = ("kal16", "awb", "rms")
 LEVELS_DB = (-20.0, -10.0, -6.0, -3.0, 0.0)
 DELAYS_MS = (40.0, 120.0, 250.0, 400.0)
 RT60S = (0.2, 0.4, 0.6)
+DISTANCES_M = (0.1, 0.5, 1.5)
 OFFSETS_S = (0.5, 1.5, 3.0)
 JITTER_MS = 40.0
 
@@ -94,7 +96,7 @@ class EchoItem:
         room = "no-echo"
         if self.room is not None:
             r = self.room
-            room = f"{r.level_db:g}dB-{r.delay_ms:g}ms-rt{r.rt60_s:g}-s{r.seed}"
+            room = f"{r.level_db:g}dB-{r.delay_ms:g}ms-rt{r.rt60_s:g}-{r.distance_m:g}m-s{r.seed}"
         said = f"/{self.user.source}/{self.user.text}" if self.user else ""
         return f"{self.voice}/{self.kind}/{room}@{self.offset_s:g}s{said}"
 
@@ -159,7 +161,9 @@ def build(plan: Plan, rate: int = RATE) -> tuple[EchoItem, ...]:
             cells = itertools.product(plan.levels_db, plan.delays_ms, range(plan.seeds))
             for c, (level, delay, _) in enumerate(cells):
                 n = next(counter)
-                room = Room(delay, RT60S[c % len(RT60S)], level, seed=plan.seed * 1000 + n)
+                rt60 = RT60S[c % len(RT60S)]
+                distance = DISTANCES_M[(c // len(RT60S)) % len(DISTANCES_M)]
+                room = Room(delay, rt60, level, seed=plan.seed * 1000 + n, distance_m=distance)
                 offset = OFFSETS_S[c % len(OFFSETS_S)] if kind != "echo" else 0.0
                 user = _user(kind, c, plan.human, rate)
                 items.append(EchoItem(voice, kind, room, plan.jitter_ms, offset, user))

@@ -26,6 +26,11 @@ Rules:
    (the client's playout shifts after an underrun) leaves a residual that silero scores up
    to about 0.7; a user who speaks over the answer scores 0.95 and more within one or two
    chunks. The order of probabilities is kept, so silence stays silence.
+8. Over the echo a chunk must also be loud enough to be the user's (echo/residual.py): a
+   chunk rule 7 lets through is scaled under the threshold all the same when its cleaned
+   level is more than `MARGIN_DB` under the echo's level at the microphone, which chunks of
+   echo alone (the reference played within `ECHO_FRESH_MS`, the VAD under the threshold)
+   keep measuring.
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
@@ -41,6 +46,7 @@ from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import PCM16, NoiseReductionType, SessionConfig
 from orchestrator.session.echo.far_end import FarEnd
 from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Suppressor
+from orchestrator.session.echo.residual import EchoLevel, InputLevels
 from orchestrator.session.inputs import SpeechProbabilities
 
 __all__ = ["InputProcessing", "check"]
@@ -53,6 +59,9 @@ RECENT = 8  # responses whose sent length is remembered
 # needs then to be speech.
 ECHO_TAIL_MS = 600
 ECHO_SPEECH = 0.85
+# Rule 8: a chunk this soon after the reference played, with no speech heard, is echo alone.
+ECHO_FRESH_MS = 100
+CHUNK_MS = 32  # a VAD chunk (turns/detection.py)
 # A reference sample at or under this (int16) plays nothing: -60 dBFS.
 AUDIBLE = 33
 SPANS = 256  # rule 7's memory of when the reference played: seconds of appends
@@ -98,6 +107,8 @@ class InputProcessing:
         self._sent: dict[str, int] = {}
         # Rule 7: the appends (input ms, start and end) in which the reference had sound.
         self._played_at: deque[tuple[int, int]] = deque(maxlen=SPANS)
+        self._levels = InputLevels()  # rule 8
+        self._echo_level = EchoLevel()
 
     @property
     def active(self) -> bool:
@@ -116,6 +127,7 @@ class InputProcessing:
         elif self._canceller is None:
             self._canceller = self._dsp().canceller(RATE, kind)
             self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE)
+            self._levels, self._echo_level = InputLevels(), EchoLevel()
         else:
             self._canceller.noise_reduction = kind
         # With a canceller its own suppressor runs after it; without, one of its own.
@@ -141,11 +153,14 @@ class InputProcessing:
         near: Pcm = np.frombuffer(data[:whole], dtype="<i2").astype(np.int16)
         if near.size:
             if self._canceller is not None and self._far is not None:
+                start = self._far.position
                 far = self._far.take(near.size)
                 if int(np.abs(far).max()) > AUDIBLE:
                     end = self._far.position * 1000 // RATE
                     self._played_at.append((end - near.size * 1000 // RATE, end))
-                near = self._canceller.process(near, far)
+                cleaned = self._canceller.process(near, far)
+                self._levels.add(start, near, cleaned)
+                near = cleaned
             elif self._suppressor is not None:
                 near = self._suppressor.process(near)
         return near.astype("<i2").tobytes()
@@ -172,16 +187,32 @@ class InputProcessing:
                 far.clear()
 
     def over_echo(self, answer: SpeechProbabilities, threshold: float) -> SpeechProbabilities:
-        """Rule 7: the VAD's answer as turn detection hears it."""
+        """Rules 7 and 8: the VAD's answer as turn detection hears it."""
         if self._far is None or not self._played_at:
             return answer
         heard = []
         for probability, end_ms in zip(answer.probabilities, answer.chunk_end_ms, strict=True):
-            echo = any(start <= end_ms <= end + ECHO_TAIL_MS for start, end in self._played_at)
-            if echo and probability < ECHO_SPEECH:
-                probability *= threshold / ECHO_SPEECH
+            since = self._since_played(end_ms)
+            if since is not None and since <= ECHO_TAIL_MS:
+                levels = self._levels.level(end_ms - CHUNK_MS, end_ms)
+                if levels is not None and since <= ECHO_FRESH_MS and probability < threshold:
+                    self._echo_level.echo_only(levels[0])
+                quiet = levels is not None and not self._echo_level.loud_enough(levels[1])
+                if probability < ECHO_SPEECH or quiet:
+                    probability = min(probability, ECHO_SPEECH) * threshold / ECHO_SPEECH
+                    probability = min(probability, threshold * 0.999)
             heard.append(probability)
         return SpeechProbabilities(tuple(heard), answer.chunk_end_ms)
+
+    def _since_played(self, at_ms: int) -> int | None:
+        """How long before `at_ms` the reference last had sound (0 while it has); None if not
+        within what rule 7 remembers."""
+        best: int | None = None
+        for start, end in self._played_at:
+            if start <= at_ms:
+                gap = max(0, at_ms - end)
+                best = gap if best is None else min(best, gap)
+        return best
 
     def acknowledged(self, response_id: str, played_ms: int) -> None:
         """Rule 3's correction."""

@@ -33,12 +33,14 @@ class CoreDriver:
         self.last = self.core.handle(event, self.now)
         return self.last
 
-    def speak(self, ms: int, prob: float) -> Step:
-        """`ms` of audio in 32 ms appends of pcm16, each answered at once with `prob`."""
+    def speak(self, ms: int, prob: float, value: int = 1) -> Step:
+        """`ms` of audio (every sample `value`) in 32 ms appends of pcm16, each answered at once
+        with `prob`."""
         out = Step()
+        chunk = int(value).to_bytes(2, "little", signed=True) * 24 * APPEND_MS
         for _ in range(ms // APPEND_MS):
             self.now += APPEND_MS
-            step = self.handle(ce.InputAudioBufferAppend(audio=b"\x01\x00" * 24 * APPEND_MS))
+            step = self.handle(ce.InputAudioBufferAppend(audio=chunk))
             out = out + step
             for detect in of(step, DetectSpeech):
                 answer = SpeechProbabilities((prob,) * len(detect.chunks), detect.chunk_end_ms)

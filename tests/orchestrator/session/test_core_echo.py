@@ -233,3 +233,27 @@ def test_rule7_after_the_echo_tail_the_plain_threshold_counts_again() -> None:
     assert not _speech_started(driver.speak(256, 0.7))
     driver.speak(1024, 0.0)  # the answer and its echo tail are over
     assert _speech_started(driver.speak(96, 0.7))
+
+
+def test_rule8_a_residual_quieter_than_the_echo_starts_no_turn_and_the_user_does() -> None:
+    """The recording canceller takes the reference (3000) out sample for sample: a microphone
+    at 3030 leaves a residual of 30, far under the echo it is left of; a user at 2500 over
+    the echo is as loud as it."""
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    loud = np.full(24000 * 4, 3000, dtype="<i2").tobytes()  # four seconds of answer playing
+    driver.handle(BackendAudio(start.response_id, start.seq, loud))
+    assert not _speech_started(driver.speak(640, 0.1, value=3000)), "the echo alone"
+    residual = driver.speak(256, 0.97, value=3030)
+    assert not _speech_started(residual), "a residual 40 dB under the echo scored as speech"
+    assert _speech_started(driver.speak(96, 0.97, value=5500)), "a user over the echo"
+
+
+def test_rule8_before_the_echo_level_is_known_rule7_alone_decides() -> None:
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()
+    driver.handle(BackendAudio(start.response_id, start.seq, loud))
+    assert _speech_started(driver.speak(96, 0.97, value=3030)), "no echo level yet: 0.97 counts"
