@@ -1,0 +1,143 @@
+"""The page's turn-taking timeline in real Chromium: a barge-in draws the cut where it was heard.
+
+The real server on the `null` pipeline (answers of fixed length streamed at real time) and the
+fake microphone: a question, then a sentence in another voice while the answer plays. In the
+default (immediate) mode the page cuts the answer at speech onset. The timeline is read as a
+screen reader reads it (the list that stands for the canvas) and compared with the player's own
+record of when the worklet went silent; the canvas is checked to hold the cut's colour on the
+assistant lane.
+
+With TURNTAKER_UPDATE_SCREENSHOT=1 it also refreshes the README's picture (docs/screenshot.png).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from orchestrator.service.config import ServiceConfig
+from orchestrator.service.serve import BackgroundServer
+from orchestrator.triton import TritonServer
+from tests.browser.conftest import write_wav
+from tests.conftest import REPO_ROOT, free_port
+from tests.e2e.realtime_client import flite_speech, silence
+
+Opener = Callable[..., Any]
+ANSWER_TOKENS = 100  # 8 s of answer on `null`: long enough to speak over
+GAP_S = 3.0  # the answer is being heard when the user speaks again
+TOLERANCE_MS = 100
+CUT_RGB = (0xCF, 0x22, 0x2E)  # timeline.js COLORS.cut
+
+SPAN = re.compile(r"^(user|assistant) (\S+) from ([\d.]+) s(?:, ongoing| to ([\d.]+) s)")
+MARK = re.compile(r"^(user|assistant) (\S+) at ([\d.]+) s(?:: (.*))?$")
+
+
+@pytest.fixture(scope="module")
+def null_server(triton_server: TritonServer) -> Iterator[BackgroundServer]:
+    config = ServiceConfig(port=free_port(), triton_urls=(triton_server.grpc_url,), pipeline="null")
+    with BackgroundServer(config) as server:
+        yield server
+
+
+def _listed(page: Any) -> list[str]:
+    return page.eval_on_selector_all("#timeline-list li", "els => els.map(e => e.textContent)")
+
+
+def _spans(lines: list[str], lane: str, kind: str) -> list[tuple[float, float | None]]:
+    found = [SPAN.match(line) for line in lines]
+    return [
+        (float(m[3]) * 1000, float(m[4]) * 1000 if m[4] else None)
+        for m in found
+        if m and m[1] == lane and m[2] == kind
+    ]
+
+
+def _marks(lines: list[str], lane: str, kind: str) -> list[tuple[float, str]]:
+    found = [MARK.match(line) for line in lines]
+    return [(float(m[3]) * 1000, m[4] or "") for m in found if m and m[1] == lane and m[2] == kind]
+
+
+def test_a_barge_in_draws_the_cut_where_the_playback_stopped(
+    null_server: BackgroundServer, open_page: Opener, tmp_path: Path
+) -> None:
+    question = flite_speech("Tell me a long story about a dragon.")
+    sentence = flite_speech("Stop. What is the capital of France?", voice="kal")
+    wav = write_wav(
+        tmp_path / "mic.wav",
+        np.concatenate([silence(0.5), question, silence(GAP_S), sentence, silence(6)]),
+    )
+    page = open_page(wav, null_server.http_url + "/")
+    page.click("#connect")
+    page.wait_for_function("window.turntaker.state === 'connected'", timeout=10_000)
+    page.evaluate(
+        "window.turntaker.send({type: 'session.update', session: {type: 'realtime', "
+        f"max_output_tokens: {ANSWER_TOKENS}}}}})"
+    )
+    page.wait_for_function(
+        "Object.values(window.turntaker.clears).some(c => c.t_silent !== null)", timeout=30_000
+    )
+    # The interrupting sentence ends and becomes the next turn; its answer starts.
+    page.wait_for_function(
+        "window.turntaker.events.filter(e => e.type === 'input_audio_buffer.committed')"
+        ".length >= 2",
+        timeout=20_000,
+    )
+    time.sleep(1.5)
+    tt = page.evaluate("window.turntaker")
+    rid, clear = next((k, c) for k, c in tt["clears"].items() if c["t_silent"] is not None)
+    assert clear["trigger"] == "speech_started", clear
+    assert clear["played"] > 0, f"the sentence came before any answer was heard: {clear}"
+    lines = _listed(page)
+    print("\n" + "\n".join(lines))
+
+    (cut,) = _marks(lines, "assistant", "cut")
+    assert abs(cut[0] - clear["t_silent"]) <= TOLERANCE_MS, (
+        f"the cut is drawn where the playback stopped: {cut} vs t_silent {clear['t_silent']}"
+    )
+    assert cut[1].startswith(f"cut at {clear['played'] / 24000:.2f} s of the answer"), cut
+    audio = _spans(lines, "assistant", "audio")
+    assert audio and audio[0][1] is not None, audio
+    assert abs(audio[0][1] - cut[0]) <= 1, f"the answer's audio span ends at the cut: {audio}"
+    assert abs(audio[0][1] - audio[0][0] - clear["played"] / 24) <= TOLERANCE_MS, (
+        f"the span is as long as what was heard ({clear['played'] / 24:.0f} ms): {audio}"
+    )
+    (barge_in,) = _spans(lines, "user", "barge-in")
+    assert barge_in[0] < cut[0] and (barge_in[1] is None or barge_in[1] > cut[0]), (
+        f"the user's speech overlaps the cut: {barge_in}, cut at {cut[0]}"
+    )
+    (first_turn, *_) = _spans(lines, "user", "speech")
+    assert first_turn[1] is not None and first_turn[1] < audio[0][0], first_turn
+    eots = _marks(lines, "user", "end-of-turn")
+    assert [e[1] for e in eots] == ["end of turn: silence 500 ms"] * 2, eots
+
+    # And the canvas draws it: the cut's red on the assistant lane.
+    red = page.evaluate(
+        """([r, g, b]) => {
+          const c = document.getElementById('timeline');
+          const dpr = c.width / c.clientWidth;
+          const y0 = Math.round(84 * dpr), y1 = Math.round(112 * dpr);
+          const d = c.getContext('2d').getImageData(0, y0, c.width, y1 - y0).data;
+          let n = 0;
+          for (let i = 0; i < d.length; i += 4) {
+            if (Math.abs(d[i] - r) < 8 && Math.abs(d[i + 1] - g) < 8 && Math.abs(d[i + 2] - b) < 8) n++;
+          }
+          return n;
+        }""",
+        list(CUT_RGB),
+    )
+    assert red > 20, f"no cut drawn on the canvas's assistant lane ({red} red pixels)"
+
+    shot = (
+        REPO_ROOT / "docs" / "screenshot.png"
+        if os.environ.get("TURNTAKER_UPDATE_SCREENSHOT")
+        else tmp_path / "screenshot.png"
+    )
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
