@@ -108,6 +108,23 @@ test("pause mode: a backchannel pauses the answer and resumes it, drawn as a bac
   assert.equal(model.items.filter((i) => i.end === null).length, 0);
 });
 
+test("pause mode: speech that stops and starts again within one overlap (its item) is one span", () => {
+  const s = setup();
+  answerPlaying(s);
+  const { model, to } = s;
+  to(5300);
+  model.server({ type: "input_audio_buffer.speech_started", audio_start_ms: 5100, item_id: "item_2" });
+  to(5320);
+  model.worklet({ type: "paused", rid: "r1", applied: true, played: 2300 * 24 });
+  to(5600);
+  model.server({ type: "input_audio_buffer.speech_stopped", audio_end_ms: 5500, item_id: "item_2" });
+  to(5900);
+  model.server({ type: "input_audio_buffer.speech_started", audio_start_ms: 5800, item_id: "item_2" });
+  model.server({ type: "overlap.decision", response_id: "r1", decision: "interrupt", reason: "speech", speech_ms: 500 });
+  const user = model.items.filter((i) => i.lane === "user" && i.start > 5000 && i.end !== i.start);
+  assert.deepEqual(user.map((i) => [i.kind, i.start, i.end]), [["barge-in", 5100, null]]);
+});
+
 test("pause mode: an interrupt decision makes the overlap a barge-in and the cut comes at the clear", () => {
   const s = setup();
   answerPlaying(s);

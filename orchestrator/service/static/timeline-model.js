@@ -125,11 +125,18 @@ export class TimelineModel {
         break;
       }
       case "input_audio_buffer.speech_started": {
-        // A second speech_started of one overlap (pause mode) goes on with the same span.
         if (this.speech && this.speech.end === null) break;
+        // A second speech_started of one overlap (pause mode: the same item_id) goes on with
+        // the overlap's span.
+        if (this.overlap && event.item_id && this.overlap.itemId === event.item_id) {
+          this.overlap.end = null;
+          this.speech = this.overlap;
+          this.changed();
+          break;
+        }
         const overlap = this.assistantSounding();
         this.speech = this.add({
-          lane: "user", kind: overlap ? "overlap" : "speech",
+          lane: "user", kind: overlap ? "overlap" : "speech", itemId: event.item_id,
           start: this.pageTime(event.audio_start_ms), end: null, label: "",
         });
         if (overlap) this.overlap = this.speech;
