@@ -145,6 +145,25 @@ test("pause mode: an interrupt decision makes the overlap a barge-in and the cut
   assert.deepEqual(assistant, [["audio", 3000, 5320], ["paused", 5320, 5720], ["cut", 5720, 5720]]);
 });
 
+test("an answer that starves (its audio ran out before its end) shows the gap; speech in it still overlaps", () => {
+  const s = setup();
+  answerPlaying(s); // first report at 3050: 50 ms played
+  const { model, to } = s;
+  to(3100);
+  model.worklet({ type: "stats", rid: "r1", played: 2400 });
+  to(3150);
+  model.worklet({ type: "stats", rid: "r1", played: 2400 }); // stood still: nothing left to play
+  to(3200);
+  model.worklet({ type: "stats", rid: "r1", played: 2400 });
+  to(3500);
+  model.server({ type: "input_audio_buffer.speech_started", audio_start_ms: 3450 });
+  to(3600);
+  model.worklet({ type: "stats", rid: "r1", played: 3600 }); // moved again: 50 ms played since
+  const audio = model.items.filter((i) => i.kind === "audio").map((i) => [i.start, i.end]);
+  assert.deepEqual(audio, [[3000, 3100], [3550, null]]);
+  assert.equal(model.items.find((i) => i.start === 3450).kind, "overlap");
+});
+
 test("speech with no answer playing is a turn, not an overlap; a new session restarts the input clock", () => {
   const s = setup();
   const { model, to } = s;

@@ -11,8 +11,9 @@
 //    starts its clock at 0.
 // 2. The assistant's audio is where it was heard: a span opens where the worklet's first report
 //    of a response puts its first sample (the report's time less what it had played), and
-//    ends where the worklet said it finished, paused or went silent at a clear. Nothing of the
-//    server's pace is drawn as heard.
+//    ends where the worklet said it finished, paused or went silent at a clear, or where its
+//    reports' cursor stood still (the queue starved). Nothing of the server's pace is drawn
+//    as heard.
 // 3. Speech that starts while the assistant's audio is playing or paused is an overlap. It
 //    becomes a barge-in when the answer is cut off (the page at speech onset in immediate mode,
 //    the server's clear or interrupt decision in pause mode) and a backchannel when the server
@@ -95,14 +96,18 @@ export class TimelineModel {
     if (this.items.length > this.maxItems) this.items.splice(0, this.items.length - this.maxItems);
   }
 
+  // An answer is sounding from its first sample to its end or cut: also while paused, or
+  // starved for a moment (the user is talking over an answer that is not over).
   assistantSounding() {
-    for (const r of this.responses.values()) if (r.span && r.span.end === null) return true;
+    for (const r of this.responses.values()) if (r.started && !r.cut && !r.finished) return true;
     return false;
   }
 
   response(rid) {
     if (!this.responses.has(rid)) {
-      this.responses.set(rid, { span: null, started: false, cut: false });
+      this.responses.set(rid, {
+        span: null, started: false, cut: false, finished: false, lastPlayed: 0, lastAt: null,
+      });
       if (this.responses.size > 64) this.responses.delete(this.responses.keys().next().value);
     }
     return this.responses.get(rid);
@@ -220,20 +225,29 @@ export class TimelineModel {
     const r = this.response(msg.rid);
     const playedMs = (msg.played || 0) * 1000 / RATE;
     if (msg.type === "stats") {
-      if (r.started || r.cut || msg.played <= 0) return;
-      r.started = true;
-      const start = t - playedMs;
-      const from = this.answerFrom;
-      this.answerFrom = null;
-      r.span = this.add({
-        lane: "assistant", kind: "audio", start, end: null, rid: msg.rid,
-        label: from !== null && start > from ? `answer +${Math.round(start - from)} ms` : "",
-      });
-      if (msg.paused) this.switchSpan(r, "paused", t);
+      if (r.cut || r.finished || msg.played <= 0) return;
+      if (!r.started) {
+        r.started = true;
+        const start = t - playedMs;
+        const from = this.answerFrom;
+        this.answerFrom = null;
+        r.span = this.add({
+          lane: "assistant", kind: "audio", start, end: null, rid: msg.rid,
+          label: from !== null && start > from ? `answer +${Math.round(start - from)} ms` : "",
+        });
+        if (msg.paused) this.switchSpan(r, "paused", t);
+      } else if (!msg.paused && (!r.span || r.span.kind === "audio")) {
+        this.starved(r, msg, t);
+      }
+      r.lastPlayed = msg.played;
+      r.lastAt = t;
     } else if (msg.type === "paused" && msg.applied) {
       if (r.span && r.span.kind === "audio") this.switchSpan(r, "paused", t);
+      else if (!r.span && r.started) r.span = this.newSpan(msg.rid, "paused", t);
     } else if (msg.type === "resumed" && msg.applied) {
       if (r.span && r.span.kind === "paused") this.switchSpan(r, "audio", t);
+      r.lastPlayed = msg.played;
+      r.lastAt = t;
     } else if (msg.type === "cleared") {
       if (r.cut) return;
       r.cut = true;
@@ -244,12 +258,29 @@ export class TimelineModel {
       });
     } else if (msg.type === "finished") {
       if (r.cut) return;
+      r.finished = true;
       this.close(r, t);
       this.add({
         lane: "assistant", kind: "finished", start: t, end: t, rid: msg.rid,
         label: `heard in full, ${(playedMs / 1000).toFixed(2)} s`,
       });
     }
+  }
+
+  // Rule 2: an answer whose audio ran out before its end (the queue starved: the deltas came
+  // slower than it played) is silent meanwhile, and drawn so: a report whose cursor stood
+  // still ends the span at the report before; one whose cursor moved again opens the next
+  // where that audio began.
+  starved(r, msg, t) {
+    if (msg.played === r.lastPlayed && r.span) {
+      this.close(r, r.lastAt);
+    } else if (msg.played > r.lastPlayed && !r.span) {
+      r.span = this.newSpan(msg.rid, "audio", t - (msg.played - r.lastPlayed) * 1000 / RATE);
+    }
+  }
+
+  newSpan(rid, kind, start) {
+    return this.add({ lane: "assistant", kind, start, end: null, rid, label: "" });
   }
 
   close(r, t) {
@@ -260,7 +291,7 @@ export class TimelineModel {
   switchSpan(r, kind, t) {
     const rid = r.span.rid;
     this.close(r, t);
-    r.span = this.add({ lane: "assistant", kind, start: t, end: null, rid, label: "" });
+    r.span = this.newSpan(rid, kind, t);
   }
 }
 
