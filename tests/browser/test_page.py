@@ -8,7 +8,6 @@ afterwards.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +23,6 @@ from tests.browser.conftest import sync_api, write_wav
 from tests.conftest import free_port
 from tests.e2e.realtime_client import flite_speech, silence
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 Opener = Callable[[Path, str], "sync_api.Page"]
 
 PAGE_KEY = "sk-page-0123456789"
@@ -59,12 +57,8 @@ def test_page_plays_an_answer(
         f"\nfirst answer audio heard {first_audio_s:.2f} s after connect; "
         f"answer played {ack['played_ms']} ms"
     )
-    # The README's picture is refreshed only on request; every run still takes one.
-    shot = (
-        REPO_ROOT / "docs" / "screenshot.png"
-        if os.environ.get("TURNTAKER_UPDATE_SCREENSHOT")
-        else tmp_path / "screenshot.png"
-    )
+    # The page renders whole (the README's picture, of a barge-in, is test_timeline's).
+    shot = tmp_path / "screenshot.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 

@@ -516,6 +516,12 @@ def test_a_yeah_during_the_answer_pauses_it_and_it_plays_on_to_its_end(
         f"rule 5: a reply heard in full (over a pause) is in the history: {held_by_server}"
     )
     assert page.inner_text("#playback-state") == "finished"
+    # The timeline tells the yeah from a barge-in: a backchannel over a paused answer, no cut.
+    drawn = page.eval_on_selector_all("#timeline-list li", "els => els.map(e => e.textContent)")
+    kinds = [line.split(" ")[:2] for line in drawn]
+    assert ["user", "backchannel"] in kinds and ["assistant", "paused"] in kinds, drawn
+    assert ["assistant", "cut"] not in kinds and ["user", "barge-in"] not in kinds, drawn
+    assert any(line.startswith("user decision at") and ": resume: " in line for line in drawn)
 
 
 def test_a_sentence_during_the_answer_interrupts_it_as_in_v1(

@@ -72,7 +72,7 @@ function setup() {
   }
   const emitter = new Emitter((e) => { throw e; });
   const emitted = [];
-  for (const type of ["wire", "session-start", "lost", "retry", "reconnected", "farewell", "farewell-answer"]) {
+  for (const type of ["wire", "mic", "session-start", "lost", "retry", "reconnected", "farewell", "farewell-answer"]) {
     emitter.on(type, (detail) => emitted.push([type, detail]));
   }
   const connection = new Connection({ hooks, emitter, WebSocket: FakeSocket, timers, now: () => clock.t });
@@ -124,9 +124,11 @@ test("rule 1: a socket given up on is not heard", () => {
 });
 
 test("rule 2: while down or resuming nothing goes out but session.resume; mic audio is dropped", () => {
-  const { connection, timers, sock } = live();
+  const { connection, timers, sock, emitted } = live();
   connection.sendAudio(new Int16Array(4).buffer);
   assert.equal(sock.sent.at(-1).type, "input_audio_buffer.append");
+  const mic = () => emitted.filter(([type]) => type === "mic").map(([, d]) => d);
+  assert.deepEqual(mic(), [{ samples: 4 }], "the audio that went out is what the input clock counts");
   sock.lose(1006);
   assert.equal(connection.send({ type: "session.update" }), false);
   timers.fire();
@@ -134,6 +136,7 @@ test("rule 2: while down or resuming nothing goes out but session.resume; mic au
   second.open();
   connection.sendAudio(new Int16Array(4).buffer);
   assert.equal(connection.send({ type: "session.update" }), false);
+  assert.equal(mic().length, 1, "dropped audio is not on the input clock");
   assert.deepEqual(second.sent, [{
     type: "session.resume", session_id: "sess_A", resume_token: "tok_A", last_server_event_seq: 1,
   }]);
@@ -272,13 +275,14 @@ test("rule 6: the farewell socket gives up waiting after FAREWELL_MS", () => {
   assert.deepEqual(farewell.closedWith, [1000, undefined]);
 });
 
-test("the wire: what is sent and processed is emitted, mic audio is not", () => {
+test("the wire: what is sent and processed is emitted, mic audio is not (only its length)", () => {
   const { connection, emitted, sock } = live();
   emitted.length = 0;
   connection.sendAudio(new Int16Array(2).buffer);
   connection.send({ type: "session.update" });
   sock.receive({ ...created(1) }); // a duplicate: only logged
   assert.deepEqual(emitted, [
+    ["mic", { samples: 2 }],
     ["wire", { dir: ">", event: { type: "session.update" } }],
     ["wire", { dir: "~", event: created(1) }],
   ]);

@@ -13,6 +13,7 @@
 //   audio.js        AudioContext, microphone and the worklets (capture-, playback-worklet.js)
 //   settings.js     what the form asks for and what the server holds
 //   view.js         the DOM
+//   timeline.js     the turn-taking timeline's canvas (over timeline-model.js), a listener
 //   debug.js        window.turntaker: a record built from what the parts emit (emitter.js)
 
 import { AudioPipeline } from "./audio.js";
@@ -22,6 +23,7 @@ import { Emitter } from "./emitter.js";
 import { Player } from "./player.js";
 import { dispatch } from "./session-events.js";
 import { Settings } from "./settings.js";
+import { Timeline } from "./timeline.js";
 import { View } from "./view.js";
 
 // Builds the page in `window` (its document and location); no state outside it.
@@ -46,6 +48,7 @@ function startPage(window) {
       finished: (text) => {
         view.closed(text);
         audio.stop();
+        timeline.stop();
       },
     },
   });
@@ -81,6 +84,9 @@ function startPage(window) {
   }
 
   emitter.on("wire", ({ dir, event }) => view.log(dir, event));
+  const timeline = new Timeline({
+    canvas: document.getElementById("timeline"), list: document.getElementById("timeline-list"), emitter,
+  });
   window.turntaker = debugRecord({ emitter, connection, settings, view, audio });
   view.init(location, { connect, disconnect: () => connection.disconnect(), apply: sessionUpdate });
 }

@@ -21,7 +21,7 @@
 //    of its own and closes that at the answer (reconnect.js, farewell).
 //
 // Emits (emitter.js): "wire" {dir, event} for each event sent (but mic audio), processed ("<")
-// or only logged ("~"); "session-start" when a session's sequence begins (Connect, a failed
+// or only logged ("~"); "mic" {samples} for each chunk of mic audio sent; "session-start" when a session's sequence begins (Connect, a failed
 // resume's new session); "lost" {code, lastSeq} at the first loss of a drop; "retry" at each
 // new try; "reconnected" {outcome, replayedFrom}; "farewell" and "farewell-answer"
 // {outcome, token}.
@@ -87,9 +87,13 @@ export class Connection {
     return true;
   }
 
-  // 20 ms of the mic; dropped, unencoded, while the socket is down (rule 2).
+  // 20 ms of the mic; dropped, unencoded, while the socket is down (rule 2). What went out is
+  // emitted as "mic" {samples}: the server's input clock counts it (timeline-model.js).
   sendAudio(buffer) {
-    if (this.link.accepting()) this.send({ type: "input_audio_buffer.append", audio: bytesToB64(buffer) });
+    if (!this.link.accepting()) return;
+    if (this.send({ type: "input_audio_buffer.append", audio: bytesToB64(buffer) })) {
+      this.emitter.emit("mic", { samples: buffer.byteLength / 2 });
+    }
   }
 
   // Rule 3.
