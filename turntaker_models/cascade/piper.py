@@ -149,7 +149,7 @@ class _Voice:
         import onnxruntime
 
         model_path, config_path = _voice_files()
-        config = json.loads(config_path.read_text())
+        config = json.loads(config_path.read_text(encoding="utf-8"))
         self.rate = int(config["audio"]["sample_rate"])
         self.espeak_voice = str(config["espeak"]["voice"])
         inference = config["inference"]

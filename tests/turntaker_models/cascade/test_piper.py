@@ -1,6 +1,9 @@
 """The Piper voice `joe` (turntaker_models/cascade/piper.py): Piper's phonemes and ids, the
 graph edited in memory, deterministic speech, and word ends from the model's own durations."""
 
+# IPA is written in IPA letters (stress marks, length marks), which ruff takes for look-alikes.
+# ruff: noqa: RUF001
+
 from __future__ import annotations
 
 import numpy as np
