@@ -81,6 +81,7 @@ bench: $(STAMP) $(HUMAN_STAMP)
 	$(BIN)/python -m bench.protocol_decode --write
 	$(BIN)/python -m bench.vad_batching --repeats 2 --write
 	$(BIN)/python -m bench.pipeline_ttfa --runs 6 --write
+	$(BIN)/python -m bench.voice --write
 	$(BIN)/python -m bench.trio_bridge --rounds 3 --write
 	$(BIN)/python -m bench.realtime_latency --runs 10 --write
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10 --write

@@ -24,7 +24,8 @@ wheel (CC0 voice, MIT packaging) and runs under onnxruntime (MIT); Piper's own r
   model's frames (`hop` samples each); and the two `RandomNormalLike` nodes (duration noise,
   prior noise) draw from noise inputs instead, seeded by the clause's phonemes, so the same
   clause always sounds the same (flite is deterministic too; tests and benches compare runs).
-  A noise input is `NOISE_SAMPLES` long and tiled when a clause needs more (past ~15 s).
+  A noise input is `NOISE_SAMPLES` long (drawn per clause: a few ms) and tiled when a clause
+  needs more (past ~4 s of audio, where a repeat of the prior noise is not heard).
 - Audio: the voice's own rate (`audio.sample_rate`), times `GAIN`, clipped to [-1, 1].
 - Word ends: each clause symbol that makes sound is owned by the word whose own phonemes
   matched it (difflib over the clause's and the words' phonemes, stress and punctuation left
@@ -54,7 +55,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-NOISE_SAMPLES = 1 << 18
+NOISE_SAMPLES = 1 << 16
 # The voice's raw output peaks around 0.3-0.5 (RMS a fifth of flite's): a fixed gain, not
 # Piper's peak normalisation per sentence, so clauses of one answer keep one loudness.
 GAIN = 2.0
