@@ -209,9 +209,7 @@ class _Voice:
         cuts = [mark for mark in marks[:-1] if mark]
         lines = groups[0]
         if len(lines) == len(cuts) + 1:
-            phonemes = "".join(
-                line + (mark or " ") for line, mark in zip(lines, cuts, strict=False)
-            )
+            phonemes = "".join(line + mark for line, mark in zip(lines, cuts, strict=False))
             phonemes += lines[-1]
         else:
             phonemes = " ".join(lines)
@@ -223,6 +221,10 @@ class _Voice:
     def synth(self, text: str) -> Synthesis:
         clause, word_phonemes = self.phonemize(text)
         symbols = [symbol for symbol in clause if symbol in self.ids]
+        words = text.split(" ")
+        if all(symbol in _SILENT for symbol in symbols):
+            # Nothing espeak would say: no audio, rather than the model's noise for pauses.
+            return Synthesis(np.zeros(0, np.float32), self.rate, (0,) * len(words), clause)
         ids = [self.ids["^"], self.ids["_"]]
         for symbol in symbols:
             ids += [self.ids[symbol], self.ids["_"]]
@@ -247,7 +249,6 @@ class _Voice:
         hop = audio.shape[0] // total
         # Sample at which each symbol ends, with the pad after it (ids 2 + 2k and 3 + 2k).
         ends = np.cumsum(frames)[3::2][: len(symbols)] * hop
-        words = text.split(" ")
         owners = None if word_phonemes is None else _owners(symbols, word_phonemes)
         if owners is None:
             word_ends = tuple([audio.shape[0]] * len(words))

@@ -92,3 +92,8 @@ def test_words_espeak_joins_end_no_earlier_than_their_sound() -> None:
     ends = spoken.word_ends
     assert len(ends) == 8 and list(ends) == sorted(ends)
     assert ends[4] < ends[-1] and ends[5] < ends[-1]
+
+
+def test_a_clause_espeak_says_nothing_for_has_no_audio() -> None:
+    spoken = piper.synth("---")
+    assert spoken.audio.shape == (0,) and spoken.word_ends == (0,)
