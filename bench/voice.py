@@ -2,7 +2,7 @@
 
 For each voice, every sentence of `SENTENCES` (short assistant answers) is spoken the way the
 `tts` stage speaks it: cut into clauses (speech.plan) and each clause synthesised on its own
-(speech.speak), in this process, one after the other on one thread. Per sentence:
+(speech.speak), in this process, one after the other. Per sentence:
 - real-time factor: synthesis time over the audio's duration (below 1: faster than real time);
 - first clause audio: from the start of the sentence to its first clause's audio being ready
   (the stage sends its first chunk then);
@@ -111,8 +111,9 @@ def run(sentences: int, voice_names: tuple[str, ...], command: str) -> str:
     lines = [
         HEADING,
         "",
-        f"Command: `{command}` ({os.cpu_count()} cores, CPU, one synthesis at a time on one "
-        f"thread; load average {load:.1f} at the end; Python {sys.version.split()[0]}).",
+        f"Command: `{command}` ({os.cpu_count()} cores, CPU, one synthesis at a time; Piper "
+        f"on {ModelSettings.from_env().threads} onnxruntime thread(s), TURNTAKER_MODEL_THREADS; "
+        f"load average {load:.1f} at the end; Python {sys.version.split()[0]}).",
         "",
         "Each sentence is spoken as the `tts` stage speaks it, clause by clause in process "
         "(bench/voice.py). Real-time factor: synthesis time over audio duration (median / p90 "

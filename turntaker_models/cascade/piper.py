@@ -15,9 +15,11 @@ wheel (CC0 voice, MIT packaging) and runs under onnxruntime (MIT); Piper's own r
   paragraphs of a sentinel word, so one call gives the clause's phonemes and every word's.
 - Loaded once per process, lazily, under a lock (the process-wide cache is this module's one
   piece of state, as flite's library is flite.py's); `InferenceSession.run` is thread-safe, so
-  the `tts` workers synthesise in parallel. One intra-op thread each: the stage runs a clause
-  per worker thread beside the other models on the same cores, and one thread already runs
-  the voice at about a tenth of real time (bench/voice.py).
+  the `tts` workers synthesise in parallel. Intra-op threads: the models' thread count
+  (`ModelSettings.threads`, 1 unless TURNTAKER_MODEL_THREADS says more, as torch's in the other
+  stages): the stage already runs a clause per worker thread (2) beside the other models on
+  the same cores, and one thread runs the voice at about an eighth of real time
+  (bench/voice.py), so a first clause of ~2 s is ready in ~0.25 s.
 - The graph is edited in memory at load, the file untouched: the tensor of frames per phoneme
   id (the output of the graph's one `Ceil`: the duration predictor's rounded-up durations, the
   very counts the decoder expands by) becomes a second output, so a word's end is exact to the
@@ -54,6 +56,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from turntaker_models.settings import ModelSettings
 
 NOISE_SAMPLES = 1 << 16
 # The voice's raw output peaks around 0.3-0.5 (RMS a fifth of flite's): a fixed gain, not
@@ -145,7 +149,7 @@ def _terminator(word: str) -> str:
 
 
 class _Voice:
-    def __init__(self) -> None:
+    def __init__(self, threads: int) -> None:
         import onnx
         import onnxruntime
 
@@ -168,7 +172,7 @@ class _Voice:
         model = onnx.load(str(model_path))
         durations, self.noise_inputs = _edit_graph(model)
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
+        options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         self.session = onnxruntime.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
@@ -299,14 +303,16 @@ _lock = threading.Lock()
 
 
 @functools.cache
-def _loaded() -> _Voice:
-    return _Voice()
+def _loaded(threads: int) -> _Voice:
+    return _Voice(threads)
 
 
 def voice() -> _Voice:
-    """The voice, loaded on first use (raises PiperError when it cannot be)."""
+    """The voice, loaded on first use (raises PiperError when it cannot be), with the models'
+    thread count (ModelSettings.threads, TURNTAKER_MODEL_THREADS)."""
+    threads = ModelSettings.from_env().threads
     with _lock:
-        return _loaded()
+        return _loaded(threads)
 
 
 def synth(text: str) -> Synthesis:
