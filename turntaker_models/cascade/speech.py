@@ -45,8 +45,9 @@ KEEP_LEAD_S = 0.02
 KEEP_TRAIL_S = 0.15
 # A word's audio may ring on after its last segment's end time: measured on the five flite
 # voices, the energy of an utterance's last word fades out at most 49 ms after it (awb; the
-# others before it). A word counts as ending this much after its last segment; Piper's decoder
-# smears a frame's sound over a few neighbouring frames (12 ms each), well inside it too.
+# others before it). A word counts as ending this much after its last segment. Piper's joe:
+# a clause's sound ends at most 21 ms after its last phoneme's frames (every clause of
+# bench/voice.py's sentences), well inside it too.
 WORD_END_GUARD_S = 0.06
 _CLAUSE_PUNCTUATION = tuple(",;:.!?")
 _SPEAKABLE = re.compile(r"[A-Za-z0-9]")
