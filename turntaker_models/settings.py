@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from turntaker_models.cascade.voices import DEFAULT_VOICE, check_voice
+
 BOARD_ENV = "TURNTAKER_CANCEL_BOARD"
 CACHE_ENV = "TURNTAKER_CACHE_DIR"
 OMNI_WEIGHTS_ENV = "TURNTAKER_OMNI_WEIGHTS"
@@ -22,6 +24,7 @@ PROMPT_LOG_ENV = "TURNTAKER_PROMPT_LOG"
 OMNI_BATCHING_ENV = "TURNTAKER_OMNI_BATCHING"
 OMNI_MAX_STREAMS_ENV = "TURNTAKER_OMNI_MAX_STREAMS"
 OMNI_MAX_POSITIONS_ENV = "TURNTAKER_OMNI_MAX_POSITIONS"
+TTS_VOICE_ENV = "TURNTAKER_TTS_VOICE"
 DEFAULT_BOARD = Path("/dev/shm/turntaker-cancel-board")
 
 
@@ -72,9 +75,13 @@ class ModelSettings:
     omni_max_streams: int = 32
     # Positions (prompt + answer) a stream's KV slot holds in the thinker and in the talker.
     omni_max_positions: int = 4096
+    # The cascade `tts` stage's voice for requests that name none of ours (OpenAI's names
+    # included): Piper's `joe` or a flite voice (turntaker_models/cascade/voices.py).
+    tts_voice: str = DEFAULT_VOICE
 
     def __post_init__(self) -> None:
         check_null_speed(self.null_speed)
+        check_voice(self.tts_voice)
         if self.omni_max_streams < 1 or self.omni_max_positions < 16:
             raise ValueError(
                 f"omni streams must be >= 1 and positions >= 16, got {self.omni_max_streams} "
@@ -106,6 +113,7 @@ class ModelSettings:
             omni_batching=_flag(e.get(OMNI_BATCHING_ENV), default=True),
             omni_max_streams=int(e.get(OMNI_MAX_STREAMS_ENV) or 32),
             omni_max_positions=int(e.get(OMNI_MAX_POSITIONS_ENV) or 4096),
+            tts_voice=e.get(TTS_VOICE_ENV) or DEFAULT_VOICE,
         )
 
     def environment(self) -> dict[str, str]:
@@ -119,6 +127,7 @@ class ModelSettings:
             OMNI_BATCHING_ENV: "1" if self.omni_batching else "0",
             OMNI_MAX_STREAMS_ENV: str(self.omni_max_streams),
             OMNI_MAX_POSITIONS_ENV: str(self.omni_max_positions),
+            TTS_VOICE_ENV: self.tts_voice,
         }
         if self.omni_weights is not None:
             env[OMNI_WEIGHTS_ENV] = str(self.omni_weights)

@@ -37,6 +37,9 @@ class ServiceConfig:
     omni_batching: bool = True
     omni_max_streams: int = 32
     omni_max_positions: int = 4096
+    # The cascade's voice for responses that name none of ours (OpenAI's names included):
+    # Piper's `joe` or a flite voice (turntaker_models/cascade/voices.py).
+    tts_voice: str = "joe"
     # Model name reported in session.created.
     model: str = "turntaker"
     max_message_bytes: int = 15 * 1024 * 1024

@@ -130,6 +130,7 @@ def local_triton(config: ServiceConfig) -> Iterator[TritonServer]:
             omni_batching=config.omni_batching,
             omni_max_streams=config.omni_max_streams,
             omni_max_positions=config.omni_max_positions,
+            tts_voice=config.tts_voice,
             # The server's own log would drown the realtime server's lines.
             log_file=default_cache_dir() / "tritonserver.log",
         )

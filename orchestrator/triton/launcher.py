@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from turntaker_models.cancel_board import CancelBoard
+from turntaker_models.cascade.voices import DEFAULT_VOICE, check_voice
 from turntaker_models.settings import ModelSettings, check_null_speed, default_cache_dir
 
 SHM_DIR = Path("/dev/shm")
@@ -82,8 +83,11 @@ class TritonConfig:
     omni_batching: bool = True
     omni_max_streams: int = 32
     omni_max_positions: int = 4096
+    # The cascade `tts` stage's default voice (TURNTAKER_TTS_VOICE; ModelSettings.tts_voice).
+    tts_voice: str = DEFAULT_VOICE
 
     def __post_init__(self) -> None:
+        check_voice(self.tts_voice)
         # Refused here, before a server starts, rather than as a `null` model that fails to load.
         check_null_speed(self.null_speed)
 
@@ -303,6 +307,7 @@ class TritonServer:
             omni_batching=self.config.omni_batching,
             omni_max_streams=self.config.omni_max_streams,
             omni_max_positions=self.config.omni_max_positions,
+            tts_voice=self.config.tts_voice,
         )
 
     def board(self) -> CancelBoard:

@@ -57,7 +57,7 @@ def _assert_speech(spoken: Spoken, words: int) -> None:
     assert np.abs(audio).max() <= 1.0
     assert float(np.sqrt(np.mean(audio.astype(np.float64) ** 2))) > 0.01, "silent"
     seconds = audio.shape[0] / TTS_RATE
-    # flite speaks about 2.5-3.5 words a second; leave room for pauses at clause seams.
+    # Both engines speak about 2.5-3.5 words a second; leave room for pauses at clause seams.
     assert 0.15 * words <= seconds <= 0.8 * words, (seconds, words)
 
 
@@ -76,7 +76,7 @@ def test_tts_streams_small_then_bounded_24khz_chunks(stream: TtsStream) -> None:
     assert spoken.first_chunk_s is not None and spoken.first_chunk_s < 1.0
 
 
-@pytest.mark.parametrize("voice", ["default", "kal", "awb", "rms"])
+@pytest.mark.parametrize("voice", ["default", "slt", "kal", "awb", "rms"])
 def test_tts_speech_transcribes_back_to_the_sentence(
     stream: TtsStream, client: grpcclient.InferenceServerClient, voice: str
 ) -> None:
@@ -86,15 +86,16 @@ def test_tts_speech_transcribes_back_to_the_sentence(
     assert word_error_rate(SENTENCE, text) <= MAX_WER, text
 
 
-def test_tts_maps_openai_and_unknown_voices_to_flite_voices(stream: TtsStream) -> None:
+def test_tts_maps_openai_and_unknown_voices_to_the_default_voice(stream: TtsStream) -> None:
     def audio(voice: str) -> np.ndarray:
         return stream.speak(_id(), "Hello there.", GenerationParameters(voice=voice)).audio
 
     default = audio("default")
-    # flite is deterministic: the same voice gives the very same samples.
+    # Both engines are deterministic: the same voice gives the very same samples.
     np.testing.assert_array_equal(audio("no-such-voice"), default)
-    np.testing.assert_array_equal(audio("alloy"), audio("slt"))
-    assert audio("echo").shape != default.shape, "echo should be a male flite voice"
+    np.testing.assert_array_equal(audio("alloy"), audio("joe"))
+    np.testing.assert_array_equal(audio("echo"), default)
+    assert audio("slt").shape != default.shape, "slt is flite's voice, by its name"
 
 
 @pytest.mark.parametrize("sentence", ["", "   ", "..."])

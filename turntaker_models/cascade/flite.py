@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-VOICES = ("slt", "kal", "kal16", "awb", "rms")
+from turntaker_models.cascade.voices import FLITE_VOICES as VOICES
 
 _P = ctypes.c_void_p
 _S = ctypes.c_char_p

@@ -23,6 +23,10 @@ turntaker_models/tool_calls.py:
   the first ones together with the prompt. The cancel check stays before every forward pass.
 - max_tokens still holds: a call it cuts ends with unclosed arguments ("length").
 
+Answers suit speech (spoken.py): markdown symbols and list bullets are dropped from the spoken
+text (which is also the text the client gets), and no token may repeat a run of tokens of the
+same answer (not under a CallConstraint, nor once a call began: a call's JSON is the grammar's).
+
 Nothing of the chat template is ever spoken or sent as text: the decode skips special tokens,
 generation stops at the turn tokens (answers.py `turn_ids`: a `<|im_start|>` would be followed
 by a role header, the rest is another turn), and the `ToolCallStream` drops the markup SmolLM2
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from turntaker_models.answers import Answer, Said, shown_tools, turn_ids
+from turntaker_models.cascade.spoken import MarkdownFilter, repeat_bans
 from turntaker_models.contract import (
     AudioPart,
     ContractError,
@@ -206,12 +211,16 @@ class _Steps:
 
     def __init__(self, answer: Answer, stats: GenerationStats, began: float) -> None:
         self.answer = answer
+        self._markdown = MarkdownFilter()
         self._cutter = SentenceCutter()
         self._stats = stats
         self._began = began
         self._flushed = False
+        # Every token of the answer so far, forced ones included.
+        self.tokens: list[int] = []
 
     def push(self, token: int) -> list[Step]:
+        self.tokens.append(token)
         return self._steps(self.answer.push(token))
 
     def finish(self) -> list[Step]:
@@ -221,9 +230,9 @@ class _Steps:
         steps: list[Step] = []
         for piece in said.pieces:
             if isinstance(piece, Spoken):
-                sentences = self._cutter.feed(piece.text)
-                self._stats.sentences.extend(sentences)
-                steps.append(Step(piece.text, " ".join(sentences)))
+                text = self._markdown.feed(piece.text)
+                if text:
+                    steps.append(self._said(text))
                 continue
             if piece.name:
                 # The call's first delta: only an offered function's call comes out at all.
@@ -237,7 +246,17 @@ class _Steps:
             return [*self._flush(), *steps]
         return steps
 
+    def _said(self, text: str) -> Step:
+        sentences = self._cutter.feed(text)
+        self._stats.sentences.extend(sentences)
+        return Step(text, " ".join(sentences))
+
     def _flush(self) -> list[Step]:
+        held = self._markdown.flush()
+        steps = [self._said(held)] if held else []
+        return [*steps, *self._rest()]
+
+    def _rest(self) -> list[Step]:
         rest = self._cutter.flush()
         if not rest:
             return []
@@ -353,6 +372,9 @@ class Decoder:
                         began_mask = time.perf_counter()
                         constraint.mask_logits(logits)
                         mask_s = time.perf_counter() - began_mask
+                    if constraint is None and not answer.answer.in_call:
+                        # Spoken text: no loops (spoken.py); a call's JSON is left alone.
+                        self._ban(logits, repeat_bans(answer.tokens))
                     token = self._pick(logits, params, generator)
                     fresh, feed = [token], []
                     if constraint is not None and token not in self.stop_ids:
@@ -386,6 +408,12 @@ class Decoder:
         forced = constraint.take_forced()[:room]
         stats.forced_tokens += len(forced)
         return forced
+
+    def _ban(self, logits: Any, tokens: set[int]) -> None:
+        """`tokens` never picked (the stop tokens always may be: an answer may always end)."""
+        banned = sorted(tokens - self.stop_ids)
+        if banned:
+            logits[banned] = float("-inf")
 
     def _pick(self, logits: Any, params: GenerationParameters, generator: Any) -> int:
         torch = self._torch

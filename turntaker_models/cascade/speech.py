@@ -1,13 +1,16 @@
-"""flite speech for the `tts` stage: one clause in, 24 kHz audio and the end of every word out.
+"""Speech for the `tts` stage: one clause in, 24 kHz audio and the end of every word out.
 
 Rules (pure functions of text and voice; no threads, no Triton):
-- Voices: flite's own names, OpenAI's Realtime names mapped onto them, else the default.
-- Text is folded to what flite reads (ASCII, accents dropped, whitespace collapsed).
+- Voices (voices.py): the Piper voice `joe` (piper.py, the default) and flite's own voices
+  (flite.py) by name; OpenAI's Realtime names and unknown names get the default voice.
+- Text is folded to what flite reads (ASCII, accents dropped, whitespace collapsed), for every
+  voice: the clauses and their words are the same whichever voice speaks them.
 - A sentence is cut into clauses at clause punctuation and at `MAX_PIECE_WORDS` words; a word
   that cleans to nothing (a dash, an emoji) belongs to no clause: it has no audio.
-- flite's silent ends are trimmed to `KEEP_LEAD_S` and `KEEP_TRAIL_S`.
-- A word's audio ends `WORD_END_GUARD_S` after its last segment (flite's own times); a word
-  flite says nothing for ends with the word before it.
+- Silent ends are trimmed to `KEEP_LEAD_S` and `KEEP_TRAIL_S`.
+- A word's audio ends `WORD_END_GUARD_S` after its last sound by the engine's own times
+  (flite's segment ends; Piper's frames per phoneme, piper.py); a word the voice says nothing
+  for ends with the word before it.
 - Audio leaves in a small first chunk, then `CHUNK_SAMPLES` ones.
 """
 
@@ -23,30 +26,12 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
-from turntaker_models.cascade import flite
+from turntaker_models.cascade import flite, piper, voices
 from turntaker_models.contract import OUTPUT_SAMPLE_RATE, ContractError
 
 Audio = npt.NDArray[np.float32]
 
-FLITE_VOICES = flite.VOICES
-# slt is flite's clearest 16 kHz voice (kal is an 8 kHz diphone voice).
-DEFAULT_VOICE = "slt"
-# OpenAI Realtime voice names, so a client that asks for one gets a fitting flite voice.
-OPENAI_VOICES = {
-    "alloy": "slt",
-    "ash": "rms",
-    "ballad": "awb",
-    "cedar": "rms",
-    "coral": "slt",
-    "echo": "rms",
-    "fable": "awb",
-    "marin": "slt",
-    "nova": "slt",
-    "onyx": "kal16",
-    "sage": "slt",
-    "shimmer": "slt",
-    "verse": "awb",
-}
+DEFAULT_VOICE = voices.DEFAULT_VOICE
 
 # A sentence longer than this is not a sentence: refuse it rather than talk for minutes.
 MAX_SENTENCE_CHARS = 4000
@@ -58,9 +43,11 @@ CHUNK_SAMPLES = OUTPUT_SAMPLE_RATE // 5
 # latency; the trailing pause is kept short so that clause seams sound like commas.
 KEEP_LEAD_S = 0.02
 KEEP_TRAIL_S = 0.15
-# A word's audio may ring on after its last segment's end time: measured on the five voices,
-# the energy of an utterance's last word fades out at most 49 ms after it (awb; the others
-# before it). A word counts as ending this much after its last segment.
+# A word's audio may ring on after its last segment's end time: measured on the five flite
+# voices, the energy of an utterance's last word fades out at most 49 ms after it (awb; the
+# others before it). A word counts as ending this much after its last segment. Piper's joe:
+# a clause's sound ends at most 21 ms after its last phoneme's frames (every clause of
+# bench/voice.py's sentences), well inside it too.
 WORD_END_GUARD_S = 0.06
 _CLAUSE_PUNCTUATION = tuple(",;:.!?")
 _SPEAKABLE = re.compile(r"[A-Za-z0-9]")
@@ -68,14 +55,6 @@ _SPEAKABLE = re.compile(r"[A-Za-z0-9]")
 
 class TtsError(RuntimeError):
     """Synthesis failed; the message is for the caller."""
-
-
-def flite_voice(name: str) -> str:
-    """The flite voice for a GenerationParameters.voice: flite names, OpenAI names, else default."""
-    key = name.strip().lower()
-    if key in FLITE_VOICES:
-        return key
-    return OPENAI_VOICES.get(key, DEFAULT_VOICE)
 
 
 def clean_text(text: str) -> str:
@@ -192,8 +171,18 @@ def _word_ends(
     return tuple(ends)
 
 
-def speak(text: str, voice: str) -> Speech:
-    """One flite synthesis of `text` (one clause) by `voice`, with the end of every word."""
+def _native_word_ends(ends: Sequence[int], rate: int, start: int, length: int) -> tuple[int, ...]:
+    """Word ends in samples of the voice's own `rate` (its audio before trimming) as 24 kHz
+    samples of the trimmed audio, `WORD_END_GUARD_S` later."""
+    guard = WORD_END_GUARD_S * rate
+    return tuple(
+        min(length, max(0, round((end + guard - start) * OUTPUT_SAMPLE_RATE / rate)))
+        for end in ends
+    )
+
+
+def speak(text: str, voice: str, default: str = DEFAULT_VOICE) -> Speech:
+    """One synthesis of `text` (one clause) by `voice` (else `default`), with every word's end."""
     if len(text) > MAX_SENTENCE_CHARS:
         raise ContractError(
             f"SENTENCE has {len(text)} characters, at most {MAX_SENTENCE_CHARS} allowed"
@@ -201,23 +190,31 @@ def speak(text: str, voice: str) -> Speech:
     text = clean_text(text)
     if not text:
         return Speech(np.zeros(0, np.float32), ())
+    name = voices.resolve(voice, default)
     try:
-        synthesis = flite.synth(text, flite_voice(voice))
-    except flite.FliteError as error:
+        if name in voices.PIPER_VOICES:
+            spoken = piper.synth(text)
+            rate, native = spoken.rate, spoken.audio
+        else:
+            synthesis = flite.synth(text, name)
+            rate, native = synthesis.rate, synthesis.pcm.astype(np.float32) / 32768.0
+    except (flite.FliteError, piper.PiperError) as error:
         raise TtsError(str(error)) from None
-    rate = synthesis.rate
-    native = synthesis.pcm.astype(np.float32) / 32768.0
     start, end = _loud_span(native, rate, KEEP_LEAD_S, KEEP_TRAIL_S)
     audio: Audio = native[start:end]
     if rate != OUTPUT_SAMPLE_RATE and audio.shape[0]:
         audio = np.asarray(soxr.resample(audio, rate, OUTPUT_SAMPLE_RATE, quality="HQ"))
     audio = np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0)
-    return Speech(audio, _word_ends(text, synthesis.tokens, rate, start, audio.shape[0]))
+    if name in voices.PIPER_VOICES:
+        ends = _native_word_ends(spoken.word_ends, rate, start, audio.shape[0])
+    else:
+        ends = _word_ends(text, synthesis.tokens, rate, start, audio.shape[0])
+    return Speech(audio, ends)
 
 
-def synthesize(text: str, voice: str) -> Audio:
-    """`text` spoken by flite `voice`, 24 kHz mono float32 in [-1, 1]."""
-    return speak(text, voice).audio
+def synthesize(text: str, voice: str, default: str = DEFAULT_VOICE) -> Audio:
+    """`text` spoken by `voice` (else `default`), 24 kHz mono float32 in [-1, 1]."""
+    return speak(text, voice, default).audio
 
 
 def chunks(audio: Audio, first: int, size: int = CHUNK_SAMPLES) -> Iterator[Audio]:

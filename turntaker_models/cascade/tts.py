@@ -1,13 +1,14 @@
-"""Text to speech for the `tts` model: flite in process, 24 kHz, text sent with its audio.
+"""Text to speech for the `tts` model: Piper's joe (default) or flite, 24 kHz, text sent with
+its audio.
 
 The `cascade` ensemble sends one request per llm response (a text delta, and the sentence it
 completed, if any), and this stage streams each sentence's audio back in chunks. Rules:
 - Text rides with the chunk where its audio ends (docs/protocol.md rule 5: text counts as
   heard only where all of the audio it goes with was played). A TEXT_DELTA is held, per id,
   until the sentence it belongs to is spoken; then each word of it goes out on the AUDIO_CHUNK
-  in which that word's audio ends (flite's segment end times, `WORD_END_GUARD_S` later, so
+  in which that word's audio ends (the voice's own times, `WORD_END_GUARD_S` later, so
   that the word's last sound is surely in or before that chunk), and never on an earlier one.
-  Text that flite says nothing for (punctuation, a dash) rides with the word before it; the
+  Text the voice says nothing for (punctuation, a dash) rides with the word before it; the
   whitespace after a sentence rides with its last word. A held text that does not line up with
   the sentence's words (a caller other than `cascade`) rides whole on the sentence's last
   chunk. All text of a spoken reply comes out, in order, exactly as the llm wrote it.
@@ -18,8 +19,8 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
 - Clause by clause: a sentence is cut at clause punctuation (and at most `MAX_PIECE_WORDS`
   words) and each piece is synthesised on its own, so the first audio leaves after the first
   clause rather than the whole sentence, and a cancel lands between pieces instead of after
-  the whole sentence has been synthesised. flite pauses at commas anyway, so the seams sound
-  like the pauses it would have made.
+  the whole sentence has been synthesised. Both engines pause at commas anyway, so the seams
+  sound like the pauses they would have made.
 - Ordered: sentences of one request id must play in order, so every request id is pinned to
   one worker thread (a bounded queue each); different ids may run on other workers.
 - Cancellable: before each piece and each chunk the worker asks the stream and the cancel board
@@ -35,7 +36,8 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
   before it); with audio=false, or no id, it passes at once, after the request's text. A
   cancelled id passes no call either.
 
-flite itself (voices, clauses, word ends, chunks) is speech.py's; which held text goes out
+The voices (names: voices.py; Piper: piper.py; flite: flite.py), clauses, word ends and chunks
+are speech.py's; which held text goes out
 with which chunk is held_text.py's. This module is the stage: its worker threads, order,
 cancels and calls.
 
@@ -63,7 +65,7 @@ import numpy as np
 import numpy.typing as npt
 
 from turntaker_models.cancel_board import CancelBoard
-from turntaker_models.cascade import flite
+from turntaker_models.cascade import flite, piper, voices
 from turntaker_models.cascade.held_text import HeldText, WordRelease
 from turntaker_models.cascade.speech import (
     CHUNK_SAMPLES,
@@ -149,12 +151,20 @@ class SpeechJob:
 class Speaker:
     """Speaks jobs on `workers` threads; jobs of one request id run in order on one thread."""
 
-    def __init__(self, board: CancelBoard, workers: int = 2, queue_size: int = 64) -> None:
+    def __init__(
+        self,
+        board: CancelBoard,
+        workers: int = 2,
+        queue_size: int = 64,
+        voice: str = voices.DEFAULT_VOICE,
+    ) -> None:
         self.board = board
         try:
             # Every voice now: a missing library fails the model's load, not a request.
+            self.voice = voices.check_voice(voice)
             flite.load_voices()
-        except flite.FliteError as error:
+            piper.load()
+        except (ValueError, flite.FliteError, piper.PiperError) as error:
             raise TtsError(str(error)) from None
         self.held = HeldText()
         self._stopped: OrderedDict[str, None] = OrderedDict()
@@ -293,7 +303,7 @@ class Speaker:
                 continue
             if self._is_cancelled(job.request_id, sink):
                 return
-            speech = speak(piece.text, params.voice)
+            speech = speak(piece.text, params.voice, self.voice)
             for word, end in zip(piece.words, speech.word_ends, strict=True):
                 release.known(word, offset + end)
             parts = list(chunks(speech.audio, first))
@@ -335,9 +345,11 @@ class TtsService:
 
     INPUTS = ("REQUEST_ID", "TEXT_DELTA", "SENTENCE", "PARAMETERS", "TOOL_CALL")
 
-    def __init__(self, board: CancelBoard, workers: int = 2) -> None:
+    def __init__(
+        self, board: CancelBoard, workers: int = 2, voice: str = voices.DEFAULT_VOICE
+    ) -> None:
         self.board = board
-        self.speaker = Speaker(board, workers=workers)
+        self.speaker = Speaker(board, workers=workers, voice=voice)
 
     def submit(self, tensors: dict[str, npt.NDArray[Any]], reply: Reply) -> None:
         # Decoding the id is left lenient here; the worker checks it and answers in order.
@@ -356,7 +368,10 @@ class TtsService:
 
 
 def make_service(context: ModelContext) -> TtsService:
-    """The `tts` service from its config: WORKERS threads (default 2)."""
+    """The `tts` service from its config: WORKERS threads (default 2), the settings' voice
+    for requests that name none of ours."""
     return TtsService(
-        CancelBoard.open(context.settings.board_path), workers=context.integer("WORKERS", 2)
+        CancelBoard.open(context.settings.board_path),
+        workers=context.integer("WORKERS", 2),
+        voice=context.settings.tts_voice,
     )

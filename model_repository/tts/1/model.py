@@ -1,5 +1,5 @@
-"""Triton Python-backend model `tts`: flite speech, text sent with the chunk where its audio
-ends (turntaker_models.cascade.tts), behind the shared decoupled adapter."""
+"""Triton Python-backend model `tts`: Piper (joe) or flite speech, text sent with the chunk where
+its audio ends (turntaker_models.cascade.tts), behind the shared decoupled adapter."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from turntaker_models.cascade.llm import (
     render_messages,
 )
 from turntaker_models.cascade.llm_service import LlmService
+from turntaker_models.cascade.spoken import NO_REPEAT_NGRAM
 from turntaker_models.contract import (
     AudioPart,
     ContractError,
@@ -426,3 +427,22 @@ def test_a_system_message_mid_conversation_stays_where_it_stands() -> None:
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "system", "user"]
     assert messages[0]["content"] == DEFAULT_SYSTEM_PROMPT
     assert messages[3]["content"] == "From now on, answer in French."
+
+
+def test_an_answer_repeats_no_run_of_tokens(decoder: Decoder) -> None:
+    """spoken.py: greedy SmolLM2 loops on this question (a 10-token run said twice without
+    the ban); with it no run of NO_REPEAT_NGRAM tokens comes back, and no sentence repeats."""
+    sea = Conversation([Message("user", [TextPart("Tell me about the sea.")])])
+    stats = GenerationStats()
+    text = "".join(
+        s.text
+        for s in decoder.generate(
+            sea, [], GenerationParameters(max_tokens=120), lambda: False, stats
+        )
+    )
+    tokens = decoder.tokenizer(text, add_special_tokens=False)["input_ids"]
+    runs = [
+        tuple(tokens[i : i + NO_REPEAT_NGRAM]) for i in range(len(tokens) - NO_REPEAT_NGRAM + 1)
+    ]
+    assert len(runs) == len(set(runs)), text
+    assert len(stats.sentences) == len(set(stats.sentences))

@@ -1,5 +1,6 @@
-"""flite speech for one clause (turntaker_models/cascade/speech.py): voices, clauses, trimming,
-chunks, and where each word's audio ends."""
+"""Speech for one clause (turntaker_models/cascade/speech.py): voices, clauses, trimming,
+chunks, and where each word's audio ends, with Piper's joe and flite's voices. Piper's own part
+(phonemes, durations) is test_piper.py's."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ import numpy as np
 import pytest
 
 from tests.triton.tts_client import loud_runs
-from turntaker_models.cascade import flite
+from turntaker_models.cascade import flite, voices
 from turntaker_models.cascade.speech import (
     DEFAULT_VOICE,
     chunks,
-    flite_voice,
     pieces,
     speak,
     synthesize,
@@ -26,13 +26,27 @@ from turntaker_models.cascade.speech import (
 from turntaker_models.contract import OUTPUT_SAMPLE_RATE
 
 
-def test_voice_names_map_to_flite_voices() -> None:
-    assert flite_voice("awb") == "awb"
-    assert flite_voice(" RMS ") == "rms"
-    assert flite_voice("alloy") == "slt"
-    assert flite_voice("echo") == "rms"
-    assert flite_voice("default") == DEFAULT_VOICE
-    assert flite_voice("--help") == DEFAULT_VOICE
+def test_voice_names_choose_piper_or_flite_else_the_default() -> None:
+    assert DEFAULT_VOICE == "joe"
+    assert voices.resolve("awb") == "awb"
+    assert voices.resolve(" RMS ") == "rms"
+    assert voices.resolve("Joe") == "joe"
+    for name in voices.OPENAI_VOICES:
+        assert voices.resolve(name) == "joe"
+        assert voices.resolve(name, default="slt") == "slt"
+    assert voices.resolve("default") == DEFAULT_VOICE
+    assert voices.resolve("--help") == DEFAULT_VOICE
+    with pytest.raises(ValueError, match="tts voice must be one of"):
+        voices.resolve("alloy", default="alloy")
+
+
+@pytest.mark.parametrize("voice", voices.FLITE_VOICES)
+def test_flite_voices_still_speak_by_name(voice: str) -> None:
+    """Each flite voice by its name: its own speech (flite's rate), not the default's."""
+    audio = synthesize("Hello there.", voice)
+    assert audio.shape[0] > 0.3 * OUTPUT_SAMPLE_RATE and float(np.abs(audio).max()) > 0.05
+    assert audio.shape != synthesize("Hello there.", "joe").shape
+    np.testing.assert_array_equal(audio, synthesize("Hello there.", f" {voice.upper()} "))
 
 
 def test_sentence_is_cut_at_clauses_and_word_limit() -> None:
@@ -58,8 +72,9 @@ def test_trim_silence_keeps_the_sound_and_short_margins() -> None:
     assert trim_silence(np.zeros(rate, np.float32), rate).shape[0] == 0
 
 
-def test_synthesize_gives_24khz_float_speech_and_reads_dashes_as_text() -> None:
-    audio = synthesize("--help me", "slt")
+@pytest.mark.parametrize("voice", ["joe", "slt"])
+def test_synthesize_gives_24khz_float_speech_and_reads_dashes_as_text(voice: str) -> None:
+    audio = synthesize("--help me", voice)
     assert audio.dtype == np.float32 and np.isfinite(audio).all()
     assert 0.3 < audio.shape[0] / OUTPUT_SAMPLE_RATE < 2.0
     assert np.abs(audio).max() > 0.05
@@ -97,7 +112,7 @@ def test_library_speech_is_the_binarys_speech(tmp_path: Path, voice: str) -> Non
 def test_word_ends_follow_the_sound() -> None:
     """Word ends: non-decreasing, within the audio, and the clause's last word ends at or
     after the sound does (measured on the audio itself)."""
-    for voice in flite.VOICES:
+    for voice in voices.VOICES:
         speech = speak("Good morning to you and your family", voice)
         ends = speech.word_ends
         assert len(ends) == 7 and list(ends) == sorted(ends)
@@ -108,6 +123,7 @@ def test_word_ends_follow_the_sound() -> None:
         assert ends[0] < 0.5 * ends[-1]
 
 
-def test_a_token_flite_says_nothing_for_ends_with_the_word_before() -> None:
-    speech = speak("one - two", "slt")
+@pytest.mark.parametrize("voice", ["joe", "slt"])
+def test_a_token_the_voice_says_nothing_for_ends_with_the_word_before(voice: str) -> None:
+    speech = speak("one - two", voice)
     assert speech.word_ends[0] == speech.word_ends[1] < speech.word_ends[2]
