@@ -1,7 +1,7 @@
 """Barge-in on a speakerphone: the assistant's own answer in the microphone, without and with the
 server's echo cancellation (`audio.input.echo_cancellation: {"type": "server"}`, issue 26).
 
-One run: per voice (bench/echo_corpus.py: the cascade's flite `slt`, and a stand-in for
+One run: per voice (bench/echo_corpus.py: the cascade's Piper `joe`, and a stand-in for
 Qwen3-Omni's), a tritonserver whose `null` model answers with that voice (`null_audio`: the
 answer costs no compute) beside `vad`, `asr`, `cancel` and `turn`, the realtime server in its
 own process (`turntaker serve --pipeline null`), and one session per corpus item, a few at a

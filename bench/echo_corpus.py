@@ -5,19 +5,20 @@ Rules:
 1. The answer (`ANSWER`) in two voices (`VOICES`), cut to its spoken part and scaled to an
    active level of `SPEECH_RMS` (bench/rooms.py), the level the user speaks at, so that a room's
    `level_db` is the echo against the user: -20 dB (quiet) to 0 dB (as loud as the user).
-   - `cascade`: flite's `slt`, the voice the cascade's `tts` speaks with.
+   - `cascade`: Piper's `joe`, the voice the cascade's `tts` speaks with by default, through
+     the stage's own speech module, clause by clause as the stage speaks.
    - `omni`: Qwen3-Omni with the tiny random weights a CPU machine runs makes noise, not
      speech: an echo of it says nothing about a speech detector's or a canceller's behaviour on
      speech. Its stand-in is a second, different synthetic voice: festival's `kal_diphone`
-     (male, diphone synthesis, another pitch and spectrum than slt; flite's other voices
-     speak the user's side). Qwen3-Omni's real voice is measured on a GPU node only.
+     (male, diphone synthesis, another pitch and spectrum than joe's neural one; flite's
+     voices speak the user's side). Qwen3-Omni's real voice is measured on a GPU node only.
 2. Each item is one session: an answer plays through a room (`Room`: playout + capture delay,
    rt60, seed, echo level; None: no echo, a headset, the echo-free reference) with playout
    jitter, and either nothing else (`echo`: any barge-in or pause is false), a real
    interruption (`interruption`: a question or command, 1-3 s, from bench/overlap_corpus.py's
    phrases) or a backchannel (`backchannel`: "yeah", "uh-huh", ... 0.2-0.8 s) starting
    `offset_s` after the answer's first audio.
-3. The user speaks in flite's `kal16`, `awb` and `rms` voices (never slt or festival, the
+3. The user speaks in flite's `kal16`, `awb` and `rms` voices (never joe or festival, the
    assistant's), taking turns; with `human=True` and bench/human_speech.py present, also in
    human recordings (`human` source), reported per source. Every user sound is cut to its
    spoken part and scaled to `SPEECH_RMS` active level.
@@ -35,11 +36,14 @@ from functools import cache
 from typing import Literal
 
 import numpy as np
+import soxr
 
 from bench import human_speech as human
 from bench.overlap_corpus import BACKCHANNELS, INTERRUPTIONS, _active_rms, _speech
 from bench.rooms import SPEECH_RMS, Room
-from bench.speech import RATE, Audio, festival, flite, spoken_part
+from bench.speech import RATE, Audio, festival, spoken_part
+from turntaker_models.cascade import speech
+from turntaker_models.contract import OUTPUT_SAMPLE_RATE
 
 Kind = Literal["echo", "interruption", "backchannel"]
 KINDS: tuple[Kind, ...] = ("echo", "interruption", "backchannel")
@@ -49,7 +53,7 @@ ANSWER = (
     "The weather in Paris is mild in spring. Expect light rain on most afternoons, so take "
     "an umbrella when you go out."
 )
-VOICES: dict[Voice, str] = {"cascade": "flite slt", "omni": "festival kal_diphone (stand-in)"}
+VOICES: dict[Voice, str] = {"cascade": "Piper joe", "omni": "festival kal_diphone (stand-in)"}
 USER_VOICES = ("kal16", "awb", "rms")
 LEVELS_DB = (-20.0, -10.0, -6.0, -3.0, 0.0)
 DELAYS_MS = (40.0, 120.0, 250.0, 400.0)
@@ -62,10 +66,18 @@ JITTER_MS = 40.0
 @cache
 def answer(voice: Voice, rate: int = RATE) -> Audio:
     """Rule 1: the answer in `voice`, at the user's active speech level."""
-    audio = flite(ANSWER, "slt", rate) if voice == "cascade" else festival(ANSWER, rate)
+    audio = _cascade(rate) if voice == "cascade" else festival(ANSWER, rate)
     audio = spoken_part(audio, rate)
     audio = audio * (SPEECH_RMS / _active_rms(audio, rate))
     return np.clip(audio, -1.0, 1.0).astype(np.float32)
+
+
+def _cascade(rate: int) -> Audio:
+    clauses = [speech.synthesize(piece, "joe") for piece in speech.pieces(ANSWER)]
+    audio = np.concatenate(clauses)
+    if rate != OUTPUT_SAMPLE_RATE:
+        audio = soxr.resample(audio, OUTPUT_SAMPLE_RATE, rate)
+    return np.asarray(audio, np.float32)
 
 
 @dataclass(frozen=True, eq=False)
