@@ -7,7 +7,7 @@ import { Settings, heldSettings, sessionUpdate } from "../../orchestrator/servic
 const FORM = {
   interrupt: true, interruption: "immediate", minSpeech: "400", resumeAfter: "1500",
   turnType: "server_vad", eagerness: "auto", threshold: "0.5", silence: "500", preemptive: false,
-  echo: false, noise: "",
+  echo: false, noise: "", voice: "joe",
 };
 
 const session = (td) => ({ audio: { input: { turn_detection: td } } });
@@ -83,4 +83,10 @@ test("rule 5: echo cancellation and noise reduction go out on or off, and show a
   const none = heldSettings({ audio: { input: { noise_reduction: null } } });
   assert.equal(none.echo, false);
   assert.equal(none.noise, "");
+});
+
+test("rule 6: the voice goes out as the output's voice and shows as held", () => {
+  assert.deepEqual(sessionUpdate({ ...FORM, voice: "slt" }).session.audio.output, { voice: "slt" });
+  assert.equal(heldSettings({ audio: { input: {}, output: { voice: "rms" } } }).voice, "rms");
+  assert.equal(heldSettings({ audio: { input: {} } }).voice, "");
 });

@@ -13,6 +13,8 @@
 // 4. The pause knobs go out only in pause mode.
 // 5. Echo cancellation (the server's extension) and noise reduction go out in every update,
 //    null when off, so that unticking them turns them off on the server too.
+// 6. The voice goes out as audio.output.voice: the cascade's names (joe, Piper's CC0 voice,
+//    its default; flite's slt, kal16, awb, rms); the server gives any other name its default.
 
 export class Settings {
   constructor() {
@@ -50,6 +52,7 @@ export function heldSettings(session) {
   return {
     turnDetection: td,
     echo: Boolean(input.echo_cancellation),
+    voice: (session && session.audio && session.audio.output && session.audio.output.voice) || "",
     noise: (input.noise_reduction && input.noise_reduction.type) || "",
     interruptResponse: !td || td.interrupt_response !== false,
     interruption: (policy && policy.mode) || "immediate",
@@ -59,7 +62,7 @@ export function heldSettings(session) {
 
 // The session.update for the form's values: {interrupt (bool), interruption (mode), minSpeech,
 // resumeAfter, turnType, eagerness, threshold, silence (the inputs' strings), preemptive (bool),
-// echo (bool), noise ("" off, "near_field", "far_field")}.
+// echo (bool), noise ("" off, "near_field", "far_field"), voice (a voice name)}.
 export function sessionUpdate(form) {
   const interruption = { mode: form.interruption };
   if (form.interruption === "pause") {
@@ -79,6 +82,8 @@ export function sessionUpdate(form) {
           echo_cancellation: form.echo ? { type: "server" } : null,
           noise_reduction: form.noise ? { type: form.noise } : null,
         },
+        // Rule 6.
+        output: { voice: form.voice },
       },
     },
   };

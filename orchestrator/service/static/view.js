@@ -133,13 +133,18 @@ export class View {
       preemptive: this.$("preemptive").checked,
       echo: this.$("echo").checked,
       noise: this.$("noise").value,
+      voice: this.$("voice").value,
     };
   }
 
   // What the server holds (settings.heldSettings).
-  showSettings({ turnDetection: td, interruptResponse, interruption, policy, echo, noise }) {
+  showSettings({ turnDetection: td, interruptResponse, interruption, policy, echo, noise, voice }) {
     this.$("echo").checked = echo;
     this.$("noise").value = noise;
+    // A name the list does not hold (OpenAI's "alloy", the session's default) is spoken in the
+    // server's default voice, the list's first.
+    const known = [...this.$("voice").options].some((o) => o.value === voice);
+    this.$("voice").value = known ? voice : this.$("voice").options[0].value;
     if (td) {
       this.$("turn-type").value = td.type;
       if (td.type === "semantic_vad") this.$("eagerness").value = td.eagerness;
