@@ -131,7 +131,7 @@ class SessionCore:
     def _flush(self) -> Step:
         """Rule 8: the step's events leave, and the echo's reference hears them."""
         step = self._out.flush()
-        self._processing.heard(step.events)
+        self._processing.heard(step.events, self._now_ms)
         return step
 
     # What tests and metrics read ----------------------------------------------------------
@@ -295,7 +295,7 @@ class SessionCore:
         if isinstance(event, ce.SessionUpdate):
             self._update(event)
         elif isinstance(event, ce.InputAudioBufferAppend):
-            self._turns.append(self._processing.clean(event.audio))
+            self._turns.append(self._processing.clean(event.audio, self._now_ms))
         elif isinstance(event, ce.InputAudioBufferCommit):
             self._run_session(ev.Commit(self.buffered_ms, event.final, event.create_response))
         elif isinstance(event, ce.InputAudioBufferClear):
@@ -373,7 +373,7 @@ class SessionCore:
         if not self._history.ackable(event):
             return
         rid = event.response_id
-        self._processing.acknowledged(rid, event.played_ms)
+        self._processing.acknowledged(rid, event.played_ms, self._now_ms)
         # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
         self._run_session(ev.PlaybackAcked(rid))
         result = self._history.ack(event)

@@ -11,7 +11,9 @@ Rules:
    a configuration before it is taken.
 3. The reference is what the client was told to play (far_end.py): every audio delta the
    session sends, paused, resumed and cleared as the session's output is, each event placed
-   at the input position when its step went out; a playback ACK corrects it.
+   where the client's input stood when its step went out (echo/input_clock.py: the caller's
+   clock less the input's least lag, not the samples processed so far, which lag by however
+   long appends waited); a playback ACK corrects it.
 4. An append may end inside a sample: the odd byte waits for the next append, so any split of
    the same bytes gives the same samples.
 5. Processing keeps the stream's length (an odd byte moves on to the next append): the
@@ -45,6 +47,7 @@ import numpy as np
 from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import PCM16, NoiseReductionType, SessionConfig
 from orchestrator.session.echo.far_end import FarEnd
+from orchestrator.session.echo.input_clock import InputClock
 from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Suppressor
 from orchestrator.session.echo.residual import EchoLevel, InputLevels
 from orchestrator.session.inputs import SpeechProbabilities
@@ -67,6 +70,9 @@ AUDIBLE = 33
 SPANS = 256  # rule 7's memory of when the reference played: seconds of appends
 # An ACK moves the reference only when it is further off than this (far_end.py rule 5).
 ACK_TOLERANCE = RATE * 120 // 1000
+# A delta this late after the last ran out plays on in step (far_end.py rule 2): a client's
+# jitter buffer holds at least this much.
+SLACK = RATE * 100 // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,7 @@ class InputProcessing:
         # Rule 7: the appends (input ms, start and end) in which the reference had sound.
         self._played_at: deque[tuple[int, int]] = deque(maxlen=SPANS)
         self._levels = InputLevels()  # rule 8
+        self._clock = InputClock(RATE)  # rule 3
         self._echo_level = EchoLevel()
 
     @property
@@ -126,8 +133,9 @@ class InputProcessing:
             self._sent.clear()
         elif self._canceller is None:
             self._canceller = self._dsp().canceller(RATE, kind)
-            self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE)
+            self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE, SLACK)
             self._levels, self._echo_level = InputLevels(), EchoLevel()
+            self._clock = InputClock(RATE)
         else:
             self._canceller.noise_reduction = kind
         # With a canceller its own suppressor runs after it; without, one of its own.
@@ -143,8 +151,9 @@ class InputProcessing:
             self._processors = self._make()
         return self._processors
 
-    def clean(self, raw: bytes) -> bytes:
-        """The client's pcm16 bytes as the rest of the session hears them (rules 1, 4, 5)."""
+    def clean(self, raw: bytes, now_ms: int) -> bytes:
+        """The client's pcm16 bytes as the rest of the session hears them (rules 1, 4, 5),
+        handled at the caller's `now_ms`."""
         if not self.active:
             return raw
         data = self._odd + raw
@@ -160,16 +169,18 @@ class InputProcessing:
                     self._played_at.append((end - near.size * 1000 // RATE, end))
                 cleaned = self._canceller.process(near, far)
                 self._levels.add(start, near, cleaned)
+                self._clock.heard(self._far.position, now_ms)
                 near = cleaned
             elif self._suppressor is not None:
                 near = self._suppressor.process(near)
         return near.astype("<i2").tobytes()
 
-    def heard(self, events: Iterable[se.ServerEvent]) -> None:
-        """Rule 3: what the client was told, in order."""
+    def heard(self, events: Iterable[se.ServerEvent], now_ms: int) -> None:
+        """Rule 3: what the client was told, in order, sent at the caller's `now_ms`."""
         far = self._far
         if far is None:
             return
+        at = self._clock.position(now_ms)
         for event in events:
             if isinstance(event, se.ResponseOutputAudioDelta):
                 samples = np.frombuffer(event.delta, dtype="<i2").astype(np.int16)
@@ -178,11 +189,11 @@ class InputProcessing:
                 self._sent[rid] = offset + samples.size
                 while len(self._sent) > RECENT:
                     del self._sent[next(iter(self._sent))]
-                far.sent(rid, samples, offset)
+                far.sent(rid, samples, offset, at)
             elif isinstance(event, se.OutputAudioBufferPaused):
                 far.pause()
             elif isinstance(event, se.OutputAudioBufferResumed):
-                far.resume()
+                far.resume(at)
             elif isinstance(event, se.OutputAudioBufferCleared | se.ConversationItemTruncated):
                 far.clear()
 
@@ -214,7 +225,7 @@ class InputProcessing:
                 best = gap if best is None else min(best, gap)
         return best
 
-    def acknowledged(self, response_id: str, played_ms: int) -> None:
-        """Rule 3's correction."""
+    def acknowledged(self, response_id: str, played_ms: int, now_ms: int) -> None:
+        """Rule 3's correction, the ACK handled at the caller's `now_ms`."""
         if self._far is not None:
-            self._far.played(response_id, played_ms, RATE)
+            self._far.played(response_id, played_ms, RATE, self._clock.position(now_ms))

@@ -7,13 +7,24 @@ this places it where the client plays it, with the input itself as the clock.
 Rules:
 1. The clock is the input: a position counts input samples since the session started, and
    `take(n)` hands out the reference for the next `n` input samples (silence where nothing
-   plays) and moves the position on. No wall clock: the client's audio arrives at real time,
-   so its sample count is the session's time as the client lived it.
+   plays) and moves the position on. No wall clock here: the client's audio arrives at real
+   time, so its sample count is the session's time as the client lived it; where the client
+   stood when a delta went out (`at`) is the caller's to say (input_clock.py), else the
+   position.
 2. Output audio plays at real time (one output sample per input sample: both are at the
    input rate) in the order it was sent, as one stream over every response. It starts at the
-   position where it was sent; when what was sent runs out (an underrun: the backend was
-   slower than real time), playback waits, and the next audio sent starts again at the
-   position where it is sent.
+   position where it was sent (`at`, never before the current position); when what was sent
+   runs out (an underrun: the backend was slower than real time), playback waits, and the
+   next audio sent starts again at the position where it is sent.
+   - Unless it comes within `slack` samples of running out: a backend that streams at real
+     time sends each delta a little after the last one ran out on the input clock (the clock
+     moves in whole appends, the event loop runs late), while the client plays on from its
+     jitter buffer without a break. Then the audio plays on in step with the client: the
+     samples that were due while it was late are skipped (the reference was silent for them,
+     as it cannot hand them out again) and the rest plays where it would have. Starting it
+     again where it was sent would put every later sample that much after the client's
+     playback, a little more at each late delta, until the reference came after the echo
+     itself, which no canceller can take out.
 3. A pause (pause mode's `output_audio_buffer.paused`) holds the stream where it stands: the
    reference is silent meanwhile; a resume plays on from the same sample, from the position
    of the resume.
@@ -52,11 +63,25 @@ class _Segment:
 
 
 class FarEnd:
-    __slots__ = ("_max_ahead", "_paused", "_pending", "_queued", "_start", "_tolerance", "position")
+    __slots__ = (
+        "_max_ahead",
+        "_paused",
+        "_pending",
+        "_queued",
+        "_ran_out",
+        "_slack",
+        "_start",
+        "_tolerance",
+        "position",
+    )
 
-    def __init__(self, max_ahead: int, tolerance: int = 0) -> None:
+    def __init__(self, max_ahead: int, tolerance: int = 0, slack: int = 0) -> None:
         self._max_ahead = max_ahead
         self._tolerance = tolerance
+        self._slack = slack
+        # Where what was sent last ran out (rule 2's slack); None once a pause or clear
+        # stopped the client's playback too.
+        self._ran_out: int | None = None
         self.position = 0  # rule 1
         self._pending: deque[_Segment] = deque()
         self._queued = 0  # samples in _pending
@@ -68,9 +93,10 @@ class FarEnd:
     def queued(self) -> int:
         return self._queued
 
-    def sent(self, response_id: str, samples: Pcm, offset: int) -> None:
-        """`samples` of `response_id`'s audio went out now; `offset` of its samples went
-        before them (rules 2 and 6)."""
+    def sent(self, response_id: str, samples: Pcm, offset: int, at: int | None = None) -> None:
+        """`samples` of `response_id`'s audio went out now, when the client's input stands at
+        sample `at` (input_clock.py; the position when not known, never before it); `offset`
+        of its samples went before them (rules 2 and 6)."""
         room = self._max_ahead - self._queued
         if room <= 0 or samples.size == 0:
             return
@@ -78,45 +104,59 @@ class FarEnd:
         self._pending.append(_Segment(response_id, samples, offset))
         self._queued += samples.size
         if self._start is None and not self._paused:
-            self._start = self.position
+            now = self.position if at is None else max(self.position, at)
+            ran_out = self._ran_out
+            late = 0 if ran_out is None else now - ran_out
+            if ran_out is not None and 0 < late <= self._slack:
+                skipped = min(late, self._queued)
+                self._skip(skipped)
+                if not self._pending:
+                    self._ran_out = ran_out + skipped  # all of it was due already: ran out
+                    return
+            self._start = now
 
     def pause(self) -> None:
         """Rule 3."""
         self._paused = True
         self._start = None
+        self._ran_out = None
 
-    def resume(self) -> None:
+    def resume(self, at: int | None = None) -> None:
         self._paused = False
         if self._pending and self._start is None:
-            self._start = self.position
+            self._start = self.position if at is None else max(self.position, at)
 
     def clear(self) -> None:
         """Rule 4."""
         self._pending.clear()
         self._queued = 0
         self._start = None
+        self._ran_out = None
 
-    def played(self, response_id: str, ms: int, rate: int) -> None:
-        """Rule 5: the client had played `ms` of `response_id` by now."""
+    def played(self, response_id: str, ms: int, rate: int, at: int | None = None) -> None:
+        """Rule 5: the client had played `ms` of `response_id` when its input stood at sample
+        `at` (the position when not known)."""
         if self._paused or self._start is None or not self._pending:
             return
         head = self._pending[0]
         if head.response_id != response_id:
             return
+        now = self.position if at is None else max(self.position, at)
         theirs = int(ms) * rate // 1000
-        # The head's first sample plays at `_start` (at or after the position): the reference
-        # is at sample `head.offset - delay` of the response now.
-        delay = max(0, self._start - self.position)
-        if abs(theirs - (head.offset - delay)) <= self._tolerance:
+        # The head's first sample plays at `_start`: at `now` the reference is at sample
+        # `ours` of the response.
+        ours = head.offset + (now - self._start)
+        if abs(theirs - ours) <= self._tolerance:
             return
-        if theirs > head.offset:
+        start = self._start + (ours - theirs)
+        if start < self.position:
             # The client is ahead: what it has played already is not played again.
-            self._skip(theirs - head.offset)
+            self._skip(self.position - start)
             self._start = self.position if self._pending else None
         else:
             # The client is behind: the rest plays that much later (what was handed out early
             # cannot be handed out again; the canceller adapts over that stretch).
-            self._start = self.position + (head.offset - theirs)
+            self._start = start
 
     def take(self, n: int) -> Pcm:
         """Rule 1: the reference for the next `n` input samples."""
@@ -136,6 +176,8 @@ class FarEnd:
             self._consume(m)
             at += m
         if not self._pending:
+            if self._start is not None and at > 0:
+                self._ran_out = begin + at
             self._start = None  # rule 2: an underrun waits for the next audio sent
         else:
             # Filled to the end of this chunk, or scheduled after it: the head plays on there.

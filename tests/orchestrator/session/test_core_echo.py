@@ -130,10 +130,10 @@ def test_rule3_a_pause_holds_the_reference_and_a_resume_plays_it_on() -> None:
     answer = np.arange(1, 961, dtype=np.int16)
     driver.handle(BackendAudio(start.response_id, start.seq, answer.astype("<i2").tobytes()))
     processing = driver.core._processing
-    processing.heard([se.OutputAudioBufferPaused(response_id=start.response_id)])
+    processing.heard([se.OutputAudioBufferPaused(response_id=start.response_id)], driver.now)
     driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 100)))
     assert seen.far[-1].tolist() == [0] * 100
-    processing.heard([se.OutputAudioBufferResumed(response_id=start.response_id)])
+    processing.heard([se.OutputAudioBufferResumed(response_id=start.response_id)], driver.now)
     driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 100)))
     assert seen.far[-1].tolist() == list(range(1, 101))
 

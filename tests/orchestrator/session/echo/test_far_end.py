@@ -107,3 +107,52 @@ def test_rule5_a_small_difference_is_left_to_the_canceller() -> None:
     far.played("r1", 10, RATE)  # 240 samples: 763 behind, beyond it
     assert far.take(763).tolist() == [0] * 763
     assert far.take(2).tolist() == [1004, 1005]
+
+
+def test_rule2_a_delta_late_within_the_slack_plays_in_step_with_the_client() -> None:
+    far = FarEnd(max_ahead=RATE, slack=50)
+    far.sent("r1", ramp(0, 100), 0)
+    assert far.take(100).tolist() == list(range(1, 101))
+    far.take(30)  # the next delta is 30 samples late: the client plays on from its buffer
+    far.sent("r1", ramp(100, 100), 100)
+    # Its first 30 samples were due while it was late: skipped, the rest in step.
+    assert far.take(70).tolist() == list(range(131, 201))
+
+
+def test_rule2_a_delta_later_than_the_slack_starts_where_it_is_sent() -> None:
+    far = FarEnd(max_ahead=RATE, slack=50)
+    far.sent("r1", ramp(0, 100), 0)
+    far.take(100)
+    far.take(80)  # a real underrun: the client ran dry too
+    far.sent("r1", ramp(100, 100), 100)
+    assert far.take(100).tolist() == list(range(101, 201))
+
+
+def test_rule2_after_a_clear_there_is_nothing_to_play_on_from() -> None:
+    far = FarEnd(max_ahead=RATE, slack=50)
+    far.sent("r1", ramp(0, 100), 0)
+    far.take(100)
+    far.clear()
+    far.take(30)
+    far.sent("r2", ramp(0, 100), 0)
+    assert far.take(100).tolist() == list(range(1, 101)), "a new answer starts from its first"
+
+
+def test_rule1_a_delta_starts_where_the_client_stood_when_it_went_out() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.take(100)
+    # The client's input was already at sample 160 (its appends still on their way).
+    far.sent("r1", ramp(0, 100), 0, at=160)
+    assert far.take(100).tolist() == [0] * 60 + list(range(1, 41))
+    far.sent("r1", ramp(100, 100), 100, at=50)  # never before the position
+    assert far.take(60).tolist() == list(range(41, 101))
+
+
+def test_rule5_an_ack_is_read_at_where_the_client_stood_not_at_the_samples_processed() -> None:
+    far = FarEnd(max_ahead=RATE, tolerance=20)
+    far.sent("r1", ramp(0, 1000), 0)
+    far.take(100)
+    # The client's input was at sample 300 when it had played 300: in step, though only 100
+    # of its samples have been processed yet (the rest wait in the mailbox).
+    far.played("r1", 300 * 1000 // RATE, RATE, at=300)
+    assert far.take(100).tolist() == list(range(101, 201))
