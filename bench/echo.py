@@ -79,7 +79,9 @@ FALSE_TARGET = 0.02
 MISSED_TARGET = 0.02
 LATENCY_MARGIN_MS = 50.0
 CHUNK_S = 0.08  # the null pipeline's chunk
-ACK_EVERY_S = 0.5
+# A client that knows its player's position acknowledges it often (far_end.py rule 5: frequent
+# ACKs keep the reference in step with its stalls).
+ACK_EVERY_S = 0.1
 SETTLE_S = 0.3
 ASK = {
     "type": "conversation.item.create",

@@ -68,8 +68,11 @@ CHUNK_MS = 32  # a VAD chunk (turns/detection.py)
 # A reference sample at or under this (int16) plays nothing: -60 dBFS.
 AUDIBLE = 33
 SPANS = 256  # rule 7's memory of when the reference played: seconds of appends
-# An ACK moves the reference only when it is further off than this (far_end.py rule 5).
+# An ACK moves the reference only when it is further off than this (far_end.py rule 5),
 ACK_TOLERANCE = RATE * 120 // 1000
+# or by more than this when ACKs come at least this often (far_end.py rule 5).
+FINE_TOLERANCE = RATE * 10 // 1000
+FREQUENT_ACKS = RATE * 250 // 1000
 # A delta this late after the last ran out plays on in step (far_end.py rule 2): a client's
 # jitter buffer holds at least this much.
 SLACK = RATE * 100 // 1000
@@ -133,7 +136,7 @@ class InputProcessing:
             self._sent.clear()
         elif self._canceller is None:
             self._canceller = self._dsp().canceller(RATE, kind)
-            self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE, SLACK)
+            self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE, SLACK, FINE_TOLERANCE, FREQUENT_ACKS)
             self._levels, self._echo_level = InputLevels(), EchoLevel()
             self._clock = InputClock(RATE)
         else:

@@ -156,3 +156,24 @@ def test_rule5_an_ack_is_read_at_where_the_client_stood_not_at_the_samples_proce
     # of its samples have been processed yet (the rest wait in the mailbox).
     far.played("r1", 300 * 1000 // RATE, RATE, at=300)
     assert far.take(100).tolist() == list(range(101, 201))
+
+
+def test_rule5_frequent_acks_correct_a_small_difference_sparse_ones_do_not() -> None:
+    ms = RATE // 1000
+
+    def after_stall(gap_ms: int) -> list[int]:
+        far = FarEnd(max_ahead=RATE, tolerance=40 * ms, fine_tolerance=10 * ms, frequent=250 * ms)
+        far.sent("r1", ramp(0, RATE), 0)
+        far.take(100 * ms)
+        far.played("r1", 100, RATE)  # in step
+        far.take(gap_ms * ms)
+        # The client's player stalled for one 20 ms tick: it is 20 ms behind.
+        far.played("r1", 100 + gap_ms - 20, RATE)
+        return far.take(30 * ms).tolist()
+
+    # Often: the reference waits out the client's stall (what it handed out meanwhile cannot
+    # be handed out again) and plays on in step with it.
+    played = (100 + 100) * ms
+    assert after_stall(100) == [0] * 20 * ms + list(range(played + 1, played + 10 * ms + 1))
+    played = (100 + 500) * ms
+    assert after_stall(500) == list(range(played + 1, played + 30 * ms + 1)), "sparse"
