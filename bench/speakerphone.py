@@ -20,8 +20,9 @@ Rules:
 4. The user's speech (`say`) starts on the next tick's first sample; `onset` is the time that
    tick's append was sent (the client's clock, `time.monotonic`), so onset -> event latencies
    count from when the server could first have heard it.
-5. With `ack_every_s` the client acknowledges playback (`playback.ack`: the response and how
-   much of it has played), as a client that knows its player's position does.
+5. With `ack_every_s` the client acknowledges playback (`playback.ack`: the response, how
+   much of it has played, and how much input it had captured then, `input_ms`), as a client
+   that knows its player's position does.
 6. The microphone also hears the room itself (`tone`, looped: a quiet noise floor), so it never
    sends digital silence.
 7. Every event received goes to `on_event(event, receipt time)`; `run` returns early once
@@ -151,6 +152,7 @@ class Speakerphone:
     onset: float | None = None  # rule 4: when the last `say` began to be sent
     _new_user: bool = False
     _last_ack: float = 0.0
+    _captured: int = 0  # rule 5: input samples sent
     _tone_at: int = 0
     _seen: set[str] = field(default_factory=set)
 
@@ -187,7 +189,12 @@ class Speakerphone:
         if player.queued and not player.paused:
             rid = player.queued[0].response_id
             played_ms = 1000 * player.played.get(rid, 0) // RATE
-            ack = {"type": "playback.ack", "response_id": rid, "played_ms": played_ms}
+            ack = {
+                "type": "playback.ack",
+                "response_id": rid,
+                "played_ms": played_ms,
+                "input_ms": 1000 * self._captured / RATE,
+            }
             self.ws.send(json.dumps(ack))
 
     def run(self, seconds: float, until: str | Callable[[], bool] | None = None) -> None:
@@ -208,6 +215,7 @@ class Speakerphone:
                 mic[:n] += self.user[:n]
                 self.user = self.user[n:]
             self.ws.send(append_message(mic))
+            self._captured += TICK
             now = time.monotonic()
             if self._new_user:
                 self._new_user = False

@@ -145,6 +145,9 @@ class PlaybackAck(_ClientEvent, frozen=True, kw_only=True, tag="playback.ack"):
     played_ms: NonNegative
     committed_ms: NonNegative | None = None
     truncate: bool | None = None
+    # How much input audio (ms, fractions kept) the client had captured when it read
+    # `played_ms`: where on the input timeline the cursor stands (the echo's reference).
+    input_ms: float | None = None
 
 
 class ConversationContextRetrieve(

@@ -141,6 +141,7 @@ class WirePlaybackAck(
     played_ms: WireMs
     committed_ms: WireMs | None = None
     truncate: bool | None = None
+    input_ms: WireMs | None = None
 
 
 def _whole_ms(value: int | float) -> int:
@@ -157,6 +158,7 @@ def normalize_playback_ack(wire: WirePlaybackAck) -> PlaybackAck:
         played_ms=_whole_ms(wire.played_ms),
         committed_ms=None if wire.committed_ms is None else _whole_ms(wire.committed_ms),
         truncate=wire.truncate,
+        input_ms=wire.input_ms,
     )
 
 

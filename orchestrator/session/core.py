@@ -373,7 +373,7 @@ class SessionCore:
         if not self._history.ackable(event):
             return
         rid = event.response_id
-        self._processing.acknowledged(rid, event.played_ms, self._now_ms)
+        self._processing.acknowledged(rid, event.played_ms, self._now_ms, event.input_ms)
         # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
         self._run_session(ev.PlaybackAcked(rid))
         result = self._history.ack(event)

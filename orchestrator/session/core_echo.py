@@ -228,7 +228,15 @@ class InputProcessing:
                 best = gap if best is None else min(best, gap)
         return best
 
-    def acknowledged(self, response_id: str, played_ms: int, now_ms: int) -> None:
-        """Rule 3's correction, the ACK handled at the caller's `now_ms`."""
-        if self._far is not None:
+    def acknowledged(
+        self, response_id: str, played_ms: int, now_ms: int, input_ms: float | None = None
+    ) -> None:
+        """Rule 3's correction, the ACK handled at the caller's `now_ms`: at the input sample
+        it names (`input_ms`), exact; else where the input clock says the client stood, which
+        is as late as the ACK waited on its way, so only a large difference moves it."""
+        if self._far is None:
+            return
+        if input_ms is not None:
+            self._far.played(response_id, played_ms, RATE, round(input_ms * RATE / 1000), True)
+        else:
             self._far.played(response_id, played_ms, RATE, self._clock.position(now_ms))

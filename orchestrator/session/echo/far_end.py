@@ -38,7 +38,10 @@ Rules:
    follows a steady offset (capture and transport latency, an ACK's own lateness), and a
    reference moved long after the client's playback moved makes it learn the echo path twice
    (once when the echo moved, once when the reference follows). Unless ACKs come often
-   (within `frequent` samples of the one before): then each lands just after the client's
+   (within `frequent` samples of the one before) and say where on the input timeline they
+   were read (`exact`: the ACK's `input_ms`; a position the server estimates is as late as
+   the ACK waited on its way, and following that noise would move the reference at every
+   ACK): then each lands just after the client's
    player moved (a stall of one of its ticks), the reference follows at once and the echo
    path the canceller learnt stays as it was, so any difference over `fine_tolerance` is
    corrected (bench/echo.py: false barge-ins from echo alone fell from 5-25% to 0% offline
@@ -152,17 +155,19 @@ class FarEnd:
         self._start = None
         self._ran_out = None
 
-    def played(self, response_id: str, ms: int, rate: int, at: int | None = None) -> None:
+    def played(
+        self, response_id: str, ms: int, rate: int, at: int | None = None, exact: bool = False
+    ) -> None:
         """Rule 5: the client had played `ms` of `response_id` when its input stood at sample
-        `at` (the position when not known)."""
+        `at` (the position when not known); `exact`: the client said so itself."""
         if self._paused or self._start is None or not self._pending:
             return
         head = self._pending[0]
         if head.response_id != response_id:
             return
         now = self.position if at is None else max(self.position, at)
-        often = self._last_ack is not None and 0 <= now - self._last_ack <= self._frequent
-        self._last_ack = now
+        often = exact and self._last_ack is not None and 0 <= now - self._last_ack <= self._frequent
+        self._last_ack = now if exact else None
         theirs = int(ms) * rate // 1000
         # The head's first sample plays at `_start`: at `now` the reference is at sample
         # `ours` of the response.

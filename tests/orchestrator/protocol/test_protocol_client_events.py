@@ -176,6 +176,15 @@ def test_playback_ack_extension_parses() -> None:
     )
 
 
+def test_playback_ack_input_ms_is_kept_exact_and_a_negative_one_refused() -> None:
+    """playback.ack extension: `input_ms` places the cursor on the input timeline (the echo's
+    reference); samples / 24 keep their fraction."""
+    ev = parse({"type": "playback.ack", "response_id": "r", "played_ms": 5, "input_ms": 20.5})
+    assert isinstance(ev, PlaybackAck) and ev.input_ms == 20.5
+    with pytest.raises(Exception, match="input_ms"):
+        parse({"type": "playback.ack", "response_id": "r", "played_ms": 5, "input_ms": -1})
+
+
 @pytest.mark.parametrize(
     ("played", "committed", "want"),
     [

@@ -165,10 +165,10 @@ def test_rule5_frequent_acks_correct_a_small_difference_sparse_ones_do_not() -> 
         far = FarEnd(max_ahead=RATE, tolerance=40 * ms, fine_tolerance=10 * ms, frequent=250 * ms)
         far.sent("r1", ramp(0, RATE), 0)
         far.take(100 * ms)
-        far.played("r1", 100, RATE)  # in step
+        far.played("r1", 100, RATE, 100 * ms, exact=True)  # in step
         far.take(gap_ms * ms)
         # The client's player stalled for one 20 ms tick: it is 20 ms behind.
-        far.played("r1", 100 + gap_ms - 20, RATE)
+        far.played("r1", 100 + gap_ms - 20, RATE, (100 + gap_ms) * ms, exact=True)
         return far.take(30 * ms).tolist()
 
     # Often: the reference waits out the client's stall (what it handed out meanwhile cannot
