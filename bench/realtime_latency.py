@@ -142,8 +142,8 @@ class Client:
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
         self.pending: list[tuple[float, dict[str, object]]] = []
-        # Every event's type and arrival since the last `forget`, for the milestones.
-        self.log: list[tuple[float, str]] = []
+        # Every event and its arrival since the last `forget`, for the milestones.
+        self.log: list[tuple[float, dict[str, object]]] = []
 
     def send_audio_realtime(self, audio: Audio) -> float:
         """Send 20 ms appends at real-time pace; returns when the last one was sent."""
@@ -183,9 +183,13 @@ class Client:
         self.pending.clear()
         self.log.clear()
 
-    def seen(self, kind: str) -> float:
-        """When the first event of `kind` since `forget` arrived (nan: none yet)."""
-        return next((at for at, seen in self.log if seen == kind), NAN)
+    def seen(self, kind: str, item_id: object = None) -> tuple[float, dict[str, object]]:
+        """The first event of `kind` (about `item_id`, if given) since `forget`, and when it
+        arrived (nan and {}: none yet)."""
+        for at, event in self.log:
+            if event["type"] == kind and item_id in (None, event.get("item_id")):
+                return at, event
+        return NAN, {}
 
     def one_way_s(self) -> float:
         """Half a ping's round trip on this socket: the server loop's delivery of an event."""
@@ -201,7 +205,7 @@ class Client:
             return
         at, event = time.monotonic(), json.loads(raw)
         self.pending.append((at, event))
-        self.log.append((at, str(event["type"])))
+        self.log.append((at, event))
 
     def until(self, kind: str, timeout_s: float = 60) -> tuple[float, dict[str, object]]:
         deadline = time.monotonic() + timeout_s
@@ -252,11 +256,15 @@ def measure(
             client.forget()
             turn = Turn(client.send_audio_realtime(question))
             turn.first_audio, _ = client.silence_until("response.output_audio.delta")
-            if math.isnan(client.seen("response.output_audio_transcript.delta")):
+            if math.isnan(client.seen("response.output_audio_transcript.delta")[0]):
                 client.silence_until("response.output_audio_transcript.delta")
-            turn.first_text = client.seen("response.output_audio_transcript.delta")
-            turn.committed = client.seen("input_audio_buffer.committed")
-            turn.transcript = client.seen("conversation.item.input_audio_transcription.completed")
+            turn.first_text, _ = client.seen("response.output_audio_transcript.delta")
+            turn.committed, committed = client.seen("input_audio_buffer.committed")
+            # This turn's own: an earlier turn's (the interruption's) may come late.
+            completed = "conversation.item.input_audio_transcription.completed"
+            while math.isnan(client.seen(completed, committed.get("item_id"))[0]):
+                client.silence_until(completed)
+            turn.transcript, _ = client.seen(completed, committed.get("item_id"))
             if barge_in:
                 onset = client.send_audio_realtime(interruption[:CHUNK])
                 client.send_audio_realtime(interruption[CHUNK:])
@@ -273,11 +281,11 @@ def measure(
     return result
 
 
-def run(runs: int, pipeline: str, modes: Sequence[str], command: str) -> str:
+def run(runs: int, pipeline: str, modes: Sequence[str], model_threads: int, command: str) -> str:
     question = flite_speech(QUESTION, "slt")
     interruption = flite_speech("Stop, wait a moment.", "kal")
     results: list[ModeResult] = []
-    with servers.realtime(pipeline) as server:
+    with servers.realtime(pipeline, model_threads=model_threads) as server:
         for key in modes:
             results.append(measure(MODES[key], runs, server.url, question, interruption))
     return table(results, pipeline, command)
@@ -344,10 +352,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes", nargs="+", default=list(MODES), choices=list(MODES), help="%(default)s"
     )
+    parser.add_argument(
+        "--model-threads", type=int, default=1, help="threads of each Triton model process"
+    )
 
 
 def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
-    return cli.Outcome(run(args.runs, args.pipeline, args.modes, command))
+    return cli.Outcome(run(args.runs, args.pipeline, args.modes, args.model_threads, command))
 
 
 BENCH = cli.Bench("bench.realtime_latency", __doc__, report.DOC, _arguments, _run)
