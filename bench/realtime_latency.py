@@ -26,7 +26,9 @@ append):
   cascade's tts sends each word with the chunk its audio ends in, so never before the audio);
 - barge-in (server_vad 500 ms, no preemption): from the speech onset in the interrupting audio
   (the moment the chunk holding its first speech sample was sent) to
-  `output_audio_buffer.cleared` received.
+  `output_audio_buffer.cleared` received; that mode's next question follows the barge-in.
+  The other modes let each answer play out (its audio's length from the first delta, and
+  `PLAYOUT_MARGIN_S`) before the next question, so the history holds whole answers.
 
 Run: `python -m bench.realtime_latency --runs 10 --write` (writes "## Realtime latency" in
 docs/benchmarks.md).
@@ -41,6 +43,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -57,6 +60,7 @@ RATE = 24000
 CHUNK = 480  # 20 ms
 SILENCE_MS = 500
 QUESTION = "What is the capital of France?"
+PLAYOUT_MARGIN_S = 0.3
 MAX_OUTPUT_TOKENS = 64
 Audio = npt.NDArray[np.float32]
 NAN = float("nan")
@@ -90,6 +94,7 @@ class Turn:
     first_text: float = NAN
     first_audio: float = NAN
     transport: float = NAN  # one-way, seconds
+    answer: str = ""  # the transcript of the audio received (cut short by a barge-in)
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,33 @@ class Client:
                 return at, event
         return NAN, {}
 
+    def audio_s(self) -> float:
+        """Seconds of answer audio received since `forget` (pcm16 at 24 kHz)."""
+        return sum(
+            len(base64.b64decode(str(event.get("delta", "")))) / 2 / RATE
+            for _, event in self.log
+            if event["type"] == "response.output_audio.delta"
+        )
+
+    def silence_for(self, seconds: float) -> None:
+        """Keep streaming silence in real time for `seconds` (a live microphone)."""
+        silence = base64.b64encode(bytes(CHUNK * 2)).decode()
+        end = time.monotonic() + seconds
+        next_send = time.monotonic()
+        while time.monotonic() < end:
+            if time.monotonic() >= next_send:
+                self.ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": silence}))
+                next_send += CHUNK / RATE
+            self._poll(max(0.0, min(next_send, end) - time.monotonic()))
+
+    def said(self) -> str:
+        """The answer's transcript deltas since `forget`, joined."""
+        return "".join(
+            str(event.get("delta", ""))
+            for _, event in self.log
+            if event["type"] == "response.output_audio_transcript.delta"
+        ).strip()
+
     def one_way_s(self) -> float:
         """Half a ping's round trip on this socket: the server loop's delivery of an event."""
         began = time.monotonic()
@@ -276,7 +308,13 @@ def measure(
                 client.silence_until("response.done", response_id=_response_id(created))
             else:
                 client.silence_until("response.done")
+                # Let the answer play out before the next question: spoken over, it would be
+                # cut in the history to what was heard ("The"), and a model shown a history of
+                # one-word answers answers in one word, which is quick to a first audio.
+                played = turn.first_audio + client.audio_s() + PLAYOUT_MARGIN_S
+                client.silence_for(played - time.monotonic())
             turn.transport = client.one_way_s()
+            turn.answer = client.said()
             result.turns.append(turn)
     return result
 
@@ -342,6 +380,11 @@ def table(results: Sequence[ModeResult], pipeline: str, command: str) -> str:
             + " | ".join(cells)
             + f" | {_cell([s.first_text for s in splits])} |"
         )
+    lines += ["", "Answers heard (how many turns each; a barge-in cuts server_vad's short):", ""]
+    for result in results:
+        said = Counter(t.answer for t in result.turns)
+        heard = "; ".join(f"{n}x {text!r}" for text, n in said.most_common())
+        lines.append(f"- {result.config.label}: {heard}")
     lines.append("")
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ def _turn(transcript: float) -> rl.Turn:
         first_text=11.5,
         first_audio=11.4,
         transport=0.001,
+        answer="Paris.",
     )
 
 
@@ -85,3 +86,5 @@ def test_the_section_keeps_the_v1_rows_and_has_a_row_per_mode() -> None:
         assert len(cells) == 3 + len(rl.PARTS) + 1
         assert cells[1] == "2"
         assert cells[2] == "1400 / 1400"
+        # What was said, so a faster answer is seen to be the same answer.
+        assert f"- {config.label}: 2x 'Paris.'" in lines
