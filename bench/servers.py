@@ -212,10 +212,11 @@ class RealtimeProcess:
 
 @contextmanager
 def realtime(
-    pipeline: str, url: str | None = None, announce: str | None = None
+    pipeline: str, url: str | None = None, announce: str | None = None, model_threads: int = 1
 ) -> Iterator[BackgroundServer]:
     """The realtime server on a thread of this process, on `url` or on a local tritonserver
-    of the models `pipeline` needs (rule 5); `announce`: a name to say Triton's log under."""
+    of the models `pipeline` needs (rule 5), each model process on `model_threads` threads;
+    `announce`: a name to say Triton's log under."""
     service = ServiceConfig(port=free_port(), pipeline=cast(Pipeline, pipeline))
     if url is not None:
         with BackgroundServer(replace(service, triton_urls=(url,))) as server:
@@ -225,6 +226,6 @@ def realtime(
     if announce is not None:
         models = ", ".join(needed_models(service))
         print(f"{announce}: starting tritonserver ({models}); log {folder / 'tritonserver.log'}")
-    with triton(needed_models(service), log_dir=folder) as server:
+    with triton(needed_models(service), log_dir=folder, model_threads=model_threads) as server:
         with BackgroundServer(replace(service, triton_urls=(server.grpc_url,))) as background:
             yield background

@@ -12,11 +12,25 @@ takes shorter inputs, so `partial=True` encodes a PARTIAL_WINDOW_S window instea
 padded with silence to 8 s, as Smart Turn does: shorter windows make Whisper loop), decodes
 greedily with a small token budget and no repeated trigrams: ~40-120 ms per clip here. Clips
 longer than the window take the full path.
+
+The turns themselves (the conversation's transcript, what the cascade's llm hears; the
+orchestrator waits for it before the answer starts) try the same short window first when they
+fit in it, with the full path's beam and a larger token budget: on 2 cores the 30 s window
+costs ~0.7 s per turn unloaded (most of a short question's time to first audio), the 8 s one
+~0.3 s. But a short window hears less well (a flite "Stop, wait a moment." reads "Stop where
+the moment.") and lets noise through as words, and then Whisper is less sure: a short-window
+transcript is kept only when Whisper is sure of it (no-speech probability at most
+TURN_SURE_NO_SPEECH, mean token log-probability at least TURN_SURE_LOGPROB); otherwise the
+turn takes the full path as before, whose answer stands. So does a short-window transcript
+that repeats itself (`loops`: "Tell me a joke. Tell me a joke."), the short window's other way
+of failing.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import ctranslate2
 import numpy as np
@@ -47,6 +61,13 @@ PARTIAL_MAX_TOKENS = 24
 # Such a partial reads as "" (nothing said yet); the next one, on more audio, decides.
 PARTIAL_MAX_NO_SPEECH = 0.5
 PARTIAL_MIN_LOGPROB = -1.3
+# A turn of at most PARTIAL_WINDOW_S is at most ~30 words (~45 tokens): the budget only bounds
+# a decode that loops.
+TURN_MAX_TOKENS = 128
+# A short-window turn transcript is kept at or above these (measured on flite and festival
+# voices: clear questions score -0.05 to -0.3, the misheard ones and noise below -0.6).
+TURN_SURE_NO_SPEECH = 0.2
+TURN_SURE_LOGPROB = -0.5
 
 
 def segments(audio: npt.ArrayLike, lengths: npt.ArrayLike) -> list[Audio]:
@@ -62,6 +83,17 @@ def segments(audio: npt.ArrayLike, lengths: npt.ArrayLike) -> list[Audio]:
         raise ContractError(f"AUDIO_LENGTHS[{i}] is {int(n.reshape(-1)[i])}; lengths must be >= 0")
     # No conversation here: the parts that index the segments are the llm step's concern.
     return split_audio(a, n.astype(np.int32), Conversation(messages=[]))
+
+
+def loops(text: str) -> bool:
+    """Whether `text` repeats itself: a word trigram twice, or its last k >= 2 words said
+    again right before them (case and punctuation aside)."""
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
+    if len(set(trigrams)) < len(trigrams):
+        return True
+    n = len(words)
+    return any(words[n - 2 * k : n - k] == words[n - k :] for k in range(2, n // 2 + 1))
 
 
 class Transcriber:
@@ -85,15 +117,21 @@ class Transcriber:
 
     def transcribe(self, audio: Audio, partial: bool = False) -> str:
         """The English transcript of one 16 kHz mono clip, whitespace stripped (`partial`: the
-        fast short-window decode of the module docstring)."""
+        fast greedy decode of the module docstring; otherwise a clip that fits the short window
+        tries it first)."""
         clip = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         if clip.shape[0] < MIN_SAMPLES:
             return ""
         # One NaN would poison every log-mel frame it touches; silence is the honest stand-in.
         clip = np.nan_to_num(clip, nan=0.0, posinf=0.0, neginf=0.0)
         window = PARTIAL_WINDOW_S * INPUT_SAMPLE_RATE
-        if partial and clip.shape[0] <= window:
-            return self._partial(np.pad(clip, (0, window - clip.shape[0])))
+        if clip.shape[0] <= window:
+            padded = np.pad(clip, (0, window - clip.shape[0]))
+            if partial:
+                return self._partial(padded)
+            sure = self._turn(padded)
+            if sure is not None:
+                return sure
         found, _ = self.model.transcribe(
             clip,
             language=LANGUAGE,
@@ -106,6 +144,24 @@ class Transcriber:
         return " ".join(s.text.strip() for s in found if s.text.strip()).strip()
 
     def _partial(self, window: Audio) -> str:
+        best = self._decode(window, beam_size=1, max_length=PARTIAL_MAX_TOKENS, no_repeat=3)
+        # scores: the mean token log-probability (length_penalty 1).
+        if best.no_speech_prob > PARTIAL_MAX_NO_SPEECH or best.scores[0] < PARTIAL_MIN_LOGPROB:
+            return ""
+        return self._text(best)
+
+    def _turn(self, window: Audio) -> str | None:
+        """The short-window transcript of a turn if Whisper is sure of it, else None."""
+        best = self._decode(window, beam_size=BEAM_SIZE, max_length=TURN_MAX_TOKENS, no_repeat=0)
+        if best.no_speech_prob > TURN_SURE_NO_SPEECH or best.scores[0] < TURN_SURE_LOGPROB:
+            return None
+        text = self._text(best)
+        # Sure of itself yet looping: a short window's way of failing ("Tell me a joke. Tell me
+        # a joke."), which the full path does not share.
+        return None if loops(text) else text
+
+    def _decode(self, window: Audio, beam_size: int, max_length: int, no_repeat: int) -> Any:
+        """CTranslate2's best hypothesis for one short window (its encoder takes any length)."""
         features = self.model.feature_extractor(window)
         encoded = ctranslate2.StorageView.from_array(
             np.ascontiguousarray(features[None], dtype=np.float32)
@@ -113,17 +169,16 @@ class Transcriber:
         result = self.model.model.generate(
             encoded,
             [self._partial_prompt],
-            beam_size=1,
-            max_length=PARTIAL_MAX_TOKENS,
-            no_repeat_ngram_size=3,
+            beam_size=beam_size,
+            max_length=max_length,
+            no_repeat_ngram_size=no_repeat,
             suppress_blank=True,
             return_scores=True,
             return_no_speech_prob=True,
         )
-        best = result[0]
-        # scores: the mean token log-probability (length_penalty 1).
-        if best.no_speech_prob > PARTIAL_MAX_NO_SPEECH or best.scores[0] < PARTIAL_MIN_LOGPROB:
-            return ""
+        return result[0]
+
+    def _text(self, best: Any) -> str:
         text: str = self.model.hf_tokenizer.decode(best.sequences_ids[0], skip_special_tokens=True)
         return text.strip()
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from turntaker_models.answers import Answer, Said, shown_tools, turn_ids
+from turntaker_models.cascade.prefix_cache import PrefixCache
 from turntaker_models.cascade.spoken import MarkdownFilter, repeat_bans
 from turntaker_models.contract import (
     AudioPart,
@@ -71,6 +72,9 @@ IMAGE_PLACEHOLDER = "[image]"
 UNHEARD_AUDIO = "[inaudible]"
 # A sentence ends at . ! or ? (runs of them too) followed by whitespace, or at a newline.
 _SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
+# The first clause of an answer ends at these too (tts cuts its pieces there anyway:
+# turntaker_models/cascade/speech.py), so its audio can start before the sentence is written.
+_CLAUSE_END = re.compile(r"[.!?]+(?=\s)|[,;:](?=\s)|\n")
 
 
 def _part_texts(
@@ -147,20 +151,25 @@ class SentenceCutter:
     """Cuts streamed text into sentences for TTS, as soon as each one is known to be over.
 
     A full stop only ends a sentence once the next character is seen to be whitespace, so
-    "3.5" and "e.g." in the middle of a word stay whole.
+    "3.5" and "e.g." in the middle of a word stay whole. With `first_clause`, the first piece
+    ends at a clause mark (, ; :) followed by whitespace too: the time to first audio is the
+    first clause's tokens, not the whole first sentence's. tts synthesises a sentence clause by
+    clause either way, so the audio is the same.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, first_clause: bool = False) -> None:
         self._pending = ""
+        self._first = first_clause
 
     def feed(self, delta: str) -> list[str]:
         self._pending += delta
         sentences: list[str] = []
-        while match := _SENTENCE_END.search(self._pending):
+        while match := (_CLAUSE_END if self._first else _SENTENCE_END).search(self._pending):
             sentence = self._pending[: match.end()].strip()
             self._pending = self._pending[match.end() :]
             if sentence:
                 sentences.append(sentence)
+                self._first = False
         return sentences
 
     def flush(self) -> str:
@@ -181,6 +190,8 @@ class Step:
 @dataclass
 class GenerationStats:
     prompt_tokens: int = 0
+    # Prompt tokens whose keys and values came from the prefix cache (not prefilled).
+    reused_tokens: int = 0
     new_tokens: int = 0
     prefill_s: float = 0.0
     # Forward passes after the prefill and the time they took (mask and pick included), and
@@ -212,7 +223,7 @@ class _Steps:
     def __init__(self, answer: Answer, stats: GenerationStats, began: float) -> None:
         self.answer = answer
         self._markdown = MarkdownFilter()
-        self._cutter = SentenceCutter()
+        self._cutter = SentenceCutter(first_clause=True)
         self._stats = stats
         self._began = began
         self._flushed = False
@@ -272,7 +283,14 @@ class Decoder:
     grammar's forced tokens one per forward pass like any other (for the benchmark).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, threads: int, fast_forward: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        threads: int,
+        fast_forward: bool = True,
+        prefixes: PrefixCache | None = None,
+    ) -> None:
         import torch
 
         from turntaker_models.tool_grammar import ll_tokenizer
@@ -292,6 +310,8 @@ class Decoder:
         ids.update(eos if isinstance(eos, list) else [eos])
         self.stop_ids = frozenset(i for i in ids if isinstance(i, int))
         self.context = int(model.config.max_position_embeddings)
+        # The KV of recent prompts (prefix_cache.py); None: every prompt is prefilled whole.
+        self.prefixes = prefixes
 
     def prompt_ids(
         self,
@@ -340,11 +360,16 @@ class Decoder:
         answer = _Steps(Answer(self.tokenizer, offered), stats, began)
         from transformers import DynamicCache
 
-        cache: Any = DynamicCache()
+        reused: Any = None
+        if self.prefixes is not None:
+            reused, stats.reused_tokens = self.prefixes.take(prompt)
+        cache: Any = reused if reused is not None else DynamicCache()
+        # What the cache holds keys and values of, for the prefix cache.
+        fed: list[int] = prompt[: stats.reused_tokens]
         out: Any = None
         # Tokens chosen (forced or picked) but not yet fed to the model.
         fresh = self._forced(constraint, budget, stats)
-        feed = prompt
+        feed = prompt[stats.reused_tokens :]
         feed_was_prompt = True
         mask_s = 0.0
         stats.finish_reason = "length"
@@ -367,6 +392,7 @@ class Decoder:
                     # The cache object is filled in place; it grows by the tokens fed.
                     inputs = torch.tensor([[*feed, *fresh]], dtype=torch.long)
                     out = self.model(input_ids=inputs, cache=cache, use_cache=True)
+                    fed += [*feed, *fresh]
                     logits = out.logits[0, -1]
                     if constraint is not None:
                         began_mask = time.perf_counter()
@@ -394,6 +420,9 @@ class Decoder:
                     if token in self.stop_ids:
                         stats.finish_reason = "stop"
                         break
+            if self.prefixes is not None and fed:
+                # Ended whole (not cancelled, no error): the cache holds exactly `fed`.
+                self.prefixes.put(fed, cache)
             yield from answer.finish()
         finally:
             # A cancelled generation frees its cache now, not when the generator is collected.

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.cascade import smollm
 from turntaker_models.cascade.llm import Decoder, GenerationStats, Step
+from turntaker_models.cascade.prefix_cache import PrefixCache
 from turntaker_models.contract import (
     ContractError,
     Conversation,
@@ -174,7 +175,8 @@ def make_service(context: ModelContext) -> LlmService:
     settings = context.settings
     board = CancelBoard.open(settings.board_path)
     loaded = smollm.load(settings.cache_dir)
-    decoder = Decoder(loaded.model, loaded.tokenizer, settings.threads)
+    # Each turn's prompt starts with the last one's: only the new part is prefilled.
+    decoder = Decoder(loaded.model, loaded.tokenizer, settings.threads, prefixes=PrefixCache())
     # One tiny generation now, so that the first real request does not pay torch's warm-up.
     warm = decode_conversation(b'{"messages":[{"role":"user","content":[]}]}')
     list(decoder.generate(warm, [], GenerationParameters(max_tokens=2), lambda: False))

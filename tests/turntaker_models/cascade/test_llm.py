@@ -24,6 +24,7 @@ from turntaker_models.cascade.llm import (
     render_messages,
 )
 from turntaker_models.cascade.llm_service import LlmService
+from turntaker_models.cascade.prefix_cache import PrefixCache
 from turntaker_models.cascade.spoken import NO_REPEAT_NGRAM
 from turntaker_models.contract import (
     AudioPart,
@@ -102,6 +103,24 @@ def test_sentences_end_at_punctuation_and_space_or_newline() -> None:
     assert cut(["Paris", "."]) == ["Paris."]
 
 
+def test_the_first_clause_goes_alone_then_whole_sentences() -> None:
+    cutter = SentenceCutter(first_clause=True)
+    text = "Well, the capital is Paris, in France. It is big, and old. Yes"
+    out = [s for ch in text for s in cutter.feed(ch)]
+    assert [*out, cutter.flush()] == [
+        "Well,",
+        "the capital is Paris, in France.",
+        "It is big, and old.",
+        "Yes",
+    ]
+    # A comma inside a number is no clause end; a sentence before any comma is the first piece.
+    cutter = SentenceCutter(first_clause=True)
+    assert cutter.feed("It costs 1,000 euros. Then, more. ") == [
+        "It costs 1,000 euros.",
+        "Then, more.",
+    ]
+
+
 @pytest.mark.parametrize("step", [1, 2, 3, 7])
 def test_sentences_add_up_to_the_text(step: int) -> None:
     text = "Hello there.  How are you?\n\nI am fine! Thanks. e.g. this, and that"
@@ -124,6 +143,34 @@ def test_detokenizer_never_splits_characters(loaded: smollm.SmolLM) -> None:
 
 def steps(decoder: Decoder, params: GenerationParameters, stop: Any = None) -> Iterator[Any]:
     return decoder.generate(QUESTION, [], params, stop or (lambda: False))
+
+
+def test_the_prefix_cache_prefills_only_the_new_part_and_says_the_same(
+    loaded: smollm.SmolLM, decoder: Decoder
+) -> None:
+    cached = Decoder(loaded.model, loaded.tokenizer, threads=1, prefixes=PrefixCache())
+    params = GenerationParameters(max_tokens=24)
+    history: list[Message] = []
+    for turn, question in enumerate(["What is the capital of France?", "And of Germany?"]):
+        conversation = Conversation([*history, Message("user", [TextPart(question)])])
+        plain_stats, cached_stats = GenerationStats(), GenerationStats()
+        plain = "".join(
+            s.text for s in decoder.generate(conversation, [], params, lambda: False, plain_stats)
+        )
+        reused = "".join(
+            s.text for s in cached.generate(conversation, [], params, lambda: False, cached_stats)
+        )
+        assert reused == plain
+        assert plain_stats.reused_tokens == 0
+        if turn:
+            # The last turn's prompt and answer, all but the newest user turn's tokens.
+            assert cached_stats.reused_tokens >= plain_stats.prompt_tokens // 2, cached_stats
+        history += [Message("user", [TextPart(question)]), Message("assistant", [TextPart(plain)])]
+    # A cancelled generation leaves nothing behind: the cache may hold only whole ones.
+    kept = len(cached.prefixes or [])
+    stop = iter([False, True])
+    list(cached.generate(QUESTION, [], params, lambda: next(stop, True)))
+    assert len(cached.prefixes or []) == kept
 
 
 def test_greedy_decoding_is_deterministic_and_streams(decoder: Decoder) -> None:
