@@ -36,6 +36,7 @@ from orchestrator.service.config import ServiceConfig
 from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer
 from tests.browser.conftest import write_wav
+from tests.browser.page_wait import wait as _wait
 from tests.conftest import REPO_ROOT, free_port
 from tests.e2e.realtime_client import flite_speech, silence
 
@@ -48,20 +49,6 @@ CHUNK = 1920  # 80 ms at 24 kHz, as the null pipeline's chunks
 def _connect(page: Any) -> None:
     page.click("#connect")
     _wait(page, "window.turntaker.state === 'connected'", "the page connects", 10)
-
-
-def _wait(page: Any, condition: str, rule: str, timeout_s: float) -> None:
-    """Wait for a JS condition; a timeout fails with the rule it guards and the page's log."""
-    try:
-        page.wait_for_function(condition, timeout=timeout_s * 1000)
-    except sync_api.TimeoutError:
-        # The log without the streams of deltas: what happened, in order.
-        lines = [x for x in page.inner_text("#log").splitlines() if ".delta" not in x]
-        log = "\n".join(lines[-40:])
-        raise AssertionError(f"{rule}: not within {timeout_s} s. Page log:\n{log}") from None
-
-
-# --- the scripted server -----------------------------------------------------------------------
 
 
 class ScriptedServer:

@@ -36,6 +36,7 @@ from websockets.sync.server import ServerConnection
 
 from orchestrator.service.serve import BackgroundServer
 from tests.browser.conftest import write_wav
+from tests.browser.page_wait import wait as _wait
 from tests.browser.test_pause_mode import CHUNK, ScriptedServer, _chunk
 from tests.e2e.realtime_client import flite_speech, silence
 from tests.tcp_proxy import TcpProxy
@@ -87,19 +88,6 @@ class Wire:
                 if owner == session_id and seq is not None:
                     by_seq.setdefault(seq, event)
         return [by_seq[s] for s in sorted(by_seq)]
-
-
-def _wait(page: sync_api.Page, condition: str, rule: str, timeout_s: float) -> None:
-    """Wait for a JS condition; a timeout fails with the rule it guards and the page's log."""
-    try:
-        page.wait_for_function(condition, timeout=timeout_s * 1000)
-    except sync_api.TimeoutError:
-        lines = [x for x in page.inner_text("#log").splitlines() if ".delta" not in x]
-        log = "\n".join(lines[-40:])
-        state = page.evaluate("window.turntaker.state")
-        raise AssertionError(
-            f"{rule}: not within {timeout_s} s (state {state!r}). Page log:\n{log}"
-        ) from None
 
 
 def _open(open_page: Opener, proxy: TcpProxy, wav: Path, wire: Wire) -> sync_api.Page:

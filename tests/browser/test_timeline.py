@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from playwright import sync_api
 
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer
 from tests.browser.conftest import write_wav
+from tests.browser.page_wait import wait as _wait
 from tests.conftest import REPO_ROOT, free_port
 from tests.e2e.realtime_client import flite_speech, silence
 
@@ -47,16 +47,6 @@ def null_server(triton_server: TritonServer) -> Iterator[BackgroundServer]:
     config = ServiceConfig(port=free_port(), triton_urls=(triton_server.grpc_url,), pipeline="null")
     with BackgroundServer(config) as server:
         yield server
-
-
-def _wait(page: Any, condition: str, rule: str, timeout_s: float) -> None:
-    """Wait for a JS condition; a timeout fails with the rule it guards and the page's log."""
-    try:
-        page.wait_for_function(condition, timeout=timeout_s * 1000)
-    except sync_api.TimeoutError:
-        lines = [x for x in page.inner_text("#log").splitlines() if ".delta" not in x]
-        log = "\n".join(lines[-40:])
-        raise AssertionError(f"{rule}: not within {timeout_s} s. Page log:\n{log}") from None
 
 
 def _listed(page: Any) -> list[str]:
