@@ -50,6 +50,9 @@ class LiveResponse:
     call: LiveCall | None = None
     text_parts: list[str] = field(default_factory=list)
     audio_ms: int = 0
+    # pcm16 bytes sent so far: `audio_ms` is their whole ms, not a sum of each chunk's floor
+    # (a voice whose chunks are not whole ms would lose up to 1 ms a chunk).
+    audio_bytes: int = 0
     output_tokens: int = 0
     encoder: OutputAudio | None = None
     # Text came without the audio it accompanies (the pipeline cannot align it): heard only

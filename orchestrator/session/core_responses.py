@@ -205,7 +205,9 @@ class Responses:
             live.unaligned_text = live.unaligned_text or live.audio
             self._out.send(env.text_delta(rid, live.item_id, chunk.text, audio=live.audio))
             return 0
-        ms = len(chunk.audio) // PCM16_24K_BYTES_PER_MS
+        before = live.audio_bytes // PCM16_24K_BYTES_PER_MS
+        live.audio_bytes += len(chunk.audio)
+        ms = live.audio_bytes // PCM16_24K_BYTES_PER_MS - before
         live.audio_ms += ms
         if chunk.text:
             live.text_parts.append(chunk.text)

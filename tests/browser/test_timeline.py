@@ -7,13 +7,13 @@ screen reader reads it (the list that stands for the canvas) and compared with t
 record of when the worklet went silent; the canvas is checked to hold the cut's colour on the
 assistant lane.
 
-With TURNTAKER_UPDATE_SCREENSHOT=1 a second test refreshes the README's picture
-(docs/screenshot.png): the same barge-in on the pipeline that really talks.
+`pytest -m readme tests/browser/test_timeline.py` runs a second one, deselected otherwise: it
+refreshes the README's picture (docs/screenshot.png), the same barge-in on the pipeline that
+really talks.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -167,9 +167,7 @@ def test_a_barge_in_draws_the_cut_where_the_playback_stopped(
     assert red > 20, f"no cut drawn on the canvas's assistant lane ({red} red pixels)"
 
 
-@pytest.mark.skipif(
-    not os.environ.get("TURNTAKER_UPDATE_SCREENSHOT"), reason="TURNTAKER_UPDATE_SCREENSHOT=1 only"
-)
+@pytest.mark.readme
 def test_readme_screenshot_of_a_barge_in(
     realtime_server: BackgroundServer, open_page: Opener, tmp_path: Path
 ) -> None:

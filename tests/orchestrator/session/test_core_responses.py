@@ -94,6 +94,16 @@ def test_rule4_audio_counts_pcm16_ms_and_is_sent_in_the_output_format() -> None:
     assert live.encoder is None  # dropped at its response.done
 
 
+def test_rule4_chunks_of_part_ms_add_up_to_the_whole_ms_of_their_samples() -> None:
+    """A voice whose chunks are not whole ms (Piper's, resampled): 10 chunks of 130 samples
+    are 1300 samples, 54 ms, not 10 x 5 (a client that counts samples acks 54)."""
+    part, _ = _part()
+    rid, seq = part.issue()
+    live = part.open(rid, seq, _request(), in_conversation=True)
+    sent = [part.speak(live, BackendAudio(rid, seq, b"\x00\x01" * 130, "")) for _ in range(10)]
+    assert sum(sent) == live.audio_ms == 1300 * 1000 // 24000
+
+
 def test_rule4_text_of_a_text_response_is_not_unaligned() -> None:
     part, _ = _part()
     rid, seq = part.issue()
