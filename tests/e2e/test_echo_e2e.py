@@ -4,7 +4,8 @@ answer at real time and hears it back through a room (bench/rooms.py) in its mic
 speakerphone client the echo bench measures with (bench/speakerphone.py).
 
 - Echo cancellation off: the answer's own echo is speech to the VAD, and it barges in.
-- Echo cancellation on: the same echo never starts speech; the answer plays to its end.
+- Echo cancellation on (the client acknowledging playback as docs/protocol.md asks of a
+  speakerphone): the same echo never starts speech; the answer plays to its end.
 - On, and the user really speaks over the echo: that interrupts at once.
 """
 
@@ -30,7 +31,9 @@ def _phone(session: RawSession) -> Speakerphone:
         session.events.append(event)
         session.times.append(at)
 
-    return Speakerphone(session.ws, EchoPath(ROOM, RATE), on_event=log)
+    # It acknowledges playback every 0.1 s with the input it had captured (`input_ms`), as
+    # docs/protocol.md asks of a client on a speaker: the reference then follows its player.
+    return Speakerphone(session.ws, EchoPath(ROOM, RATE), ack_every_s=0.1, on_event=log)
 
 
 def _configure(session: RawSession, echo: bool) -> None:
