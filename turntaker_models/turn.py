@@ -14,6 +14,17 @@ Rules:
 - `TurnModel.predict` answers a batch of rows with one ONNX run: one probability per row that
   the turn is complete (the graph ends in a sigmoid; pipecat compares it with 0.5). A row's
   answer does not depend on the other rows of its batch (up to float rounding, ~1e-7).
+- Exact int8 products on every CPU: the graph is int8-quantized (QDQ), and onnxruntime fuses
+  it into u8 x s8 integer products. A CPU with VNNI (`avx512_vnni`, `avx_vnni`) sums them in
+  32 bits; without it (AVX2, AVX-512 without VNNI) onnxruntime's kernel adds pairs of products
+  in 16 bits with saturation (`vpmaddubsw`), and loud frames then score differently by machine:
+  the complete question of tests/turntaker_models/turn_speech.py scored 0.83 here with VNNI
+  and 0.46 on an earlier CI machine, while its cut turn scored 0.0303 on both to the last
+  digit, as exact integer sums do wherever nothing saturates. So where the CPU lacks VNNI
+  (`int8_needs_widening`), the session asks onnxruntime to widen to 16 bits before it
+  multiplies (`session.x64quantprecision`): the same answer as VNNI's, at ~40% more time per
+  row (measured here with the option forced on). Where VNNI is present the native kernel is
+  already exact and keeps its speed.
 - Bad input (not 2-D, a row that is not WINDOW_SAMPLES long, a NaN or infinite sample) raises
   ContractError naming the row; nothing is silently repaired.
 """
@@ -22,6 +33,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import platform
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +56,10 @@ __all__ = [
     "TurnModel",
     "Windows",
     "check_windows",
+    "cpu_flags",
     "feature_extractor",
     "installed_onnx",
+    "int8_needs_widening",
     "verified_onnx",
     "window",
 ]
@@ -58,6 +73,11 @@ ONNX_IN_PACKAGE = Path("audio", "turn", "smart_turn", "data", "smart-turn-v3.2-c
 N_MELS = 80
 HOP_LENGTH = 160
 N_FFT = 400
+# onnxruntime's session option: 1 widens u8 x s8 products to 16 bits on x86-64 (no saturation).
+WIDEN_INT8 = "session.x64quantprecision"
+# CPU flags (Linux /proc/cpuinfo names) of the instructions that sum u8 x s8 products exactly.
+EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
+X86_64 = frozenset({"x86_64", "amd64"})
 N_FRAMES = WINDOW_SAMPLES // HOP_LENGTH
 _HASH_BLOCK = 1 << 20
 
@@ -144,18 +164,47 @@ def check_windows(windows: npt.ArrayLike) -> Windows:
     return rows
 
 
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The first processor's flags as Linux lists them; empty where they cannot be read."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def int8_needs_widening(machine: str, flags: Iterable[str]) -> bool:
+    """Whether onnxruntime must widen int8 products on this CPU to sum them exactly: on x86-64
+    without VNNI, and also where the flags are unknown (widening is exact on any x86-64 CPU,
+    only slower). Other architectures are not x86-64: the option does not apply there."""
+    if machine.lower() not in X86_64:
+        return False
+    return not EXACT_INT8_FLAGS & set(flags)
+
+
 class TurnModel:
     """Smart Turn v3.2 on onnxruntime's CPU provider; `threads` intra-op threads.
 
     `onnx_path` defaults to the file in the installed pipecat package; either way it must match
     ONNX_SHA256. With torch installed, transformers computes the features with torch.stft on
     torch's process-wide thread pool, which this class leaves alone (the Triton adapter, alone
-    in its process, sets it to one thread).
+    in its process, sets it to one thread). `widen_int8` defaults to what this CPU needs
+    (`int8_needs_widening`); True or False forces it, to compare the two kernels.
     """
 
-    def __init__(self, threads: int = 1, onnx_path: Path | None = None) -> None:
+    def __init__(
+        self, threads: int = 1, onnx_path: Path | None = None, widen_int8: bool | None = None
+    ) -> None:
         path = verified_onnx(installed_onnx() if onnx_path is None else onnx_path)
+        if widen_int8 is None:
+            widen_int8 = int8_needs_widening(platform.machine(), cpu_flags())
         options = ort.SessionOptions()
+        options.add_session_config_entry(WIDEN_INT8, "1" if widen_int8 else "0")
+        self.widens_int8 = widen_int8
         options.intra_op_num_threads = max(1, threads)
         # One graph, run start to end: a second inter-op pool would only compete for cores.
         options.inter_op_num_threads = 1

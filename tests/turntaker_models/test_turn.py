@@ -23,8 +23,10 @@ from turntaker_models.turn import (
     WINDOW_SAMPLES,
     TurnAssetError,
     TurnModel,
+    cpu_flags,
     feature_extractor,
     installed_onnx,
+    int8_needs_widening,
     verified_onnx,
     window,
 )
@@ -159,8 +161,9 @@ def test_a_complete_question_scores_complete_and_its_cut_does_not(
 ) -> None:
     """At pipecat's threshold (0.5): whole sentence complete, cut at its middle word gap not.
 
-    Measured (flite slt): 0.920 / 0.030 and 0.981 / 0.171. Synthetic speech is a weak judge
-    (tests/turntaker_models/turn_speech.py): this guards the wiring, not the model's quality.
+    Measured (flite slt, exact int8 sums): 0.829 / 0.030 and 0.979 / 0.214. Synthetic speech
+    is a weak judge (tests/turntaker_models/turn_speech.py): this guards the wiring, not the
+    model's quality.
     """
     start, end = word_gap(spoken(sentence))
     assert end - start >= 2 * INPUT_SAMPLE_RATE // 100, "the gap is too short to be between words"
@@ -180,6 +183,45 @@ def test_a_row_of_a_batch_scores_as_it_does_alone(model: TurnModel) -> None:
     assert together.shape == (3,) and together.dtype == np.float32
     np.testing.assert_allclose(together, alone, rtol=0, atol=1e-5)
     assert together[0] > 0.5 > together[1]
+
+
+# exact int8 on every CPU --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("machine", "flags", "widen"),
+    [
+        ("x86_64", {"avx2", "avx512bw"}, True),  # saturating pairs of products
+        ("x86_64", {"avx2", "avx512bw", "avx512_vnni"}, False),
+        ("x86_64", {"avx2", "avx_vnni"}, False),
+        ("x86_64", set(), True),  # flags unknown: widening is exact anywhere
+        ("AMD64", {"avx2"}, True),
+        ("aarch64", set(), False),  # the option is x86-64's
+    ],
+)
+def test_int8_is_widened_exactly_where_the_cpu_would_saturate(
+    machine: str, flags: set[str], widen: bool
+) -> None:
+    assert int8_needs_widening(machine, flags) is widen
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_vnni\n\nprocessor\t: 1\n")
+    assert cpu_flags(info) == {"fpu", "avx2", "avx512_vnni"}
+    assert cpu_flags(tmp_path / "absent") == frozenset()
+
+
+def test_the_default_kernel_answers_as_the_widened_one(model: TurnModel) -> None:
+    """Rule: exact int8 on every CPU. Whatever this CPU is, the model's default session gives the
+    probabilities of one that widens every product (exact by construction): on a CPU that
+    saturates, the default widens too; on a VNNI CPU the native sums are exact. Loud turns are
+    where saturation shows (the complete question scored 0.46 on a CPU without VNNI)."""
+    turns = [complete_turn(s) for s in SENTENCES] + [cut_turn(SENTENCES[0])]
+    rows = np.stack([window(turn) for turn in turns])
+    widened = TurnModel(threads=1, widen_int8=True)
+    assert widened.widens_int8
+    np.testing.assert_allclose(model.predict(rows), widened.predict(rows), rtol=0, atol=1e-6)
 
 
 def test_an_empty_batch_gives_no_probabilities(model: TurnModel) -> None:
