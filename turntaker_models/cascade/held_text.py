@@ -127,6 +127,12 @@ class HeldText:
             if not held.jobs and not held.text:
                 del self._streams[request_id]
 
+    def waiting(self) -> list[str]:
+        """The ids holding text with no sentence job queued or running: text that waits for a
+        sentence still to come (or for a cancel that ends its stream)."""
+        with self._lock:
+            return [rid for rid, held in self._streams.items() if not held.jobs and held.text]
+
     def drop(self, request_id: str) -> None:
         with self._lock:
             self._streams.pop(request_id, None)

@@ -26,6 +26,10 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
 - Cancellable: before each piece and each chunk the worker asks the stream and the cancel board
   (Triton does not pass stream cancels into ensemble steps; see cancel_board.py); a cancelled
   id's held text is dropped and no more of its text passes.
+  A cancel can also land while no sentence of the id is queued (the voice is faster than the
+  llm): the llm then stops and no request of that id comes again, so an idle worker looks at
+  the board every `IDLE_SWEEP_S` for the ids pinned to it that hold text, drops a cancelled
+  one's text and records the stop, instead of holding it until it is evicted.
 - Bounded: text is held for at most `MAX_HELD_STREAMS` ids (the least recently used goes
   first) and `MAX_HELD_CHARS` characters each.
 - Function calls pass through, never spoken: a request's TOOL_CALL (a contract
@@ -92,6 +96,9 @@ from turntaker_models.triton_adapter import (
 STAGE = "tts"
 # Stop records already written, per worker pool: one per cancelled id is enough.
 _REMEMBERED_STOPS = 1024
+# How often an idle worker checks the board for the ids pinned to it that hold text: a cancel
+# is seen within one llm token's time (~50 ms), as in the llm itself.
+IDLE_SWEEP_S = 0.05
 
 
 class Sink(Protocol):
@@ -173,8 +180,8 @@ class Speaker:
             queue.Queue(queue_size) for _ in range(max(1, workers))
         ]
         self._threads = [
-            threading.Thread(target=self._loop, args=(q,), name=f"tts-{i}", daemon=True)
-            for i, q in enumerate(self._queues)
+            threading.Thread(target=self._loop, args=(i,), name=f"tts-{i}", daemon=True)
+            for i in range(len(self._queues))
         ]
         for thread in self._threads:
             thread.start()
@@ -203,8 +210,7 @@ class Speaker:
             return
         if text:
             sink.text(text, final=False)
-        q = self._queues[zlib.crc32(job.request_id.encode()) % len(self._queues)]
-        q.put((job, sink))
+        self._queues[self._worker(job.request_id)].put((job, sink))
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Stop the workers after the jobs already queued; gives up after `timeout_s` each."""
@@ -217,8 +223,19 @@ class Speaker:
         for thread in self._threads:
             thread.join(timeout_s)
 
-    def _loop(self, jobs: queue.Queue[tuple[SpeechJob, Sink] | None]) -> None:
-        while (item := jobs.get()) is not None:
+    def _worker(self, request_id: str) -> int:
+        return zlib.crc32(request_id.encode()) % len(self._queues)
+
+    def _loop(self, index: int) -> None:
+        jobs = self._queues[index]
+        while True:
+            try:
+                item = jobs.get(timeout=IDLE_SWEEP_S)
+            except queue.Empty:
+                self._sweep(index)
+                continue
+            if item is None:
+                return
             job, sink = item
             try:
                 self.run(job, sink)
@@ -230,9 +247,19 @@ class Speaker:
             finally:
                 self.held.done(job.request_id)
 
+    def _sweep(self, index: int) -> None:
+        """Stop the cancelled ids pinned to worker `index` that hold text and no job."""
+        for request_id in self.held.waiting():
+            if self._worker(request_id) == index and self.board.cancelled(request_id):
+                self._stop(request_id)
+
     def _is_cancelled(self, request_id: str, sink: Sink) -> bool:
         if not (sink.cancelled() or self.board.cancelled(request_id)):
             return False
+        self._stop(request_id)
+        return True
+
+    def _stop(self, request_id: str) -> None:
         self.held.drop(request_id)
         # Also serialises record_stop: the board's flock is per open file, so it does not keep
         # this process's worker threads apart.
@@ -242,7 +269,6 @@ class Speaker:
             self._stopped[request_id] = None
             while len(self._stopped) > _REMEMBERED_STOPS:
                 self._stopped.popitem(last=False)
-        return True
 
     def run(self, job: SpeechJob, sink: Sink) -> None:
         """Stream `job`'s audio to `sink`, then the final flag; or one error response, final."""

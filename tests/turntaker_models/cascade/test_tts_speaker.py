@@ -5,6 +5,7 @@ cancels and calls, and the rule that text rides with the chunk where its audio e
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from tests.triton.tts_client import llm_steps, loud_runs
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.cascade.tts import (
+    IDLE_SWEEP_S,
     Audio,
     Speaker,
     SpeechJob,
@@ -219,6 +221,28 @@ def test_stream_cancel_stops_mid_sentence_and_drops_held_text(
     assert sink.kinds() == ["chunk", "chunk", "final"]
     assert [r.stage for r in board.stops("b")] == ["tts"]
     assert len(speaker.held) == 0, "a cancelled id keeps no text"
+
+
+def test_a_cancel_between_sentences_drops_the_held_text_and_records_the_stop(
+    speaker: Speaker, board: CancelBoard
+) -> None:
+    """Rule (cancellable): the voice ran ahead of the llm, so no sentence of the id is queued
+    when the cancel lands, and none ever comes (the llm stops). An idle worker still drops the
+    id's held text and records the stop, within a sweep or two of IDLE_SWEEP_S."""
+    first = RecordingSink()
+    speaker.submit(_job("ahead", "Hello there.", text="Hello there."), first)
+    assert first.done.wait(10)
+    waiting = RecordingSink()
+    speaker.submit(_job("ahead", "", text=" And then"), waiting)
+    assert waiting.kinds() == ["final"] and len(speaker.held) == 1, "the next words are held"
+    time.sleep(3 * IDLE_SWEEP_S)
+    assert len(speaker.held) == 1 and not board.stops("ahead"), "nothing stops without a cancel"
+    board.cancel("ahead")
+    deadline = time.monotonic() + 2.0
+    while (len(speaker.held) or not board.stops("ahead")) and time.monotonic() < deadline:
+        time.sleep(IDLE_SWEEP_S / 5)
+    assert len(speaker.held) == 0, "a cancelled id keeps no text"
+    assert [r.stage for r in board.stops("ahead")] == ["tts"]
 
 
 def test_one_request_keeps_order_across_sentences(speaker: Speaker) -> None:
