@@ -221,12 +221,12 @@ class InputProcessing:
     def _since_played(self, at_ms: int) -> int | None:
         """How long before `at_ms` the reference last had sound (0 while it has); None if not
         within what rule 7 remembers."""
-        best: int | None = None
-        for start, end in self._played_at:
+        # Spans come in input order (starts and ends only grow), so the last one that began by
+        # `at_ms` ended nearest it; a VAD chunk is among the newest, so this looks at one or two.
+        for start, end in reversed(self._played_at):
             if start <= at_ms:
-                gap = max(0, at_ms - end)
-                best = gap if best is None else min(best, gap)
-        return best
+                return max(0, at_ms - end)
+        return None
 
     def acknowledged(
         self, response_id: str, played_ms: int, now_ms: int, input_ms: float | None = None
