@@ -224,3 +224,40 @@ def test_the_page_asks_for_semantic_vad_with_preemptive_responses_and_is_answere
     types = [e["type"] for e in tt["events"]]
     assert types.index("input_audio_buffer.committed") < types.index("response.created")
     assert tt["acks"][0]["played_ms"] > 0
+
+
+def test_with_echo_cancellation_the_page_acknowledges_as_it_plays_where_its_input_stood(
+    realtime_server: BackgroundServer, open_page: Opener, tmp_path: Path
+) -> None:
+    """player.js rule 6 over input-position.js: with the server's echo cancellation on, the page
+    acknowledges the answer about every 100 ms of playback, each ACK with `input_ms`, so the
+    server can place the echo's reference exactly (docs/protocol.md, "playback.ack"). The mic
+    and the player run on one audio clock: between two ACKs the input moves by exactly two
+    worklet reports' frames, and never less than the playback did (an answer may starve, the
+    input never does)."""
+    question = flite_speech("What is the capital of France?")
+    wav = write_wav(tmp_path / "mic.wav", np.concatenate([silence(0.5), question, silence(5)]))
+    page = open_page(wav, realtime_server.http_url + "/")
+    page.check("#echo")
+    _connect(page)
+    page.wait_for_function(
+        "window.turntaker.acks.filter(a => a.input_ms !== undefined).length >= 6", timeout=40_000
+    )
+    tt = page.evaluate("window.turntaker")
+    rid = tt["acks"][0]["response_id"]
+    acks = [a for a in tt["acks"] if a["response_id"] == rid]
+    assert len(acks) >= 6 and all("input_ms" in a for a in acks), acks
+    played = [a["samples"] * 1000 / 24000 for a in acks]
+    heard = [a["input_ms"] for a in acks]
+    # Two worklet reports each: 50 ms of frames rounded up to whole 128-frame render quanta,
+    # 2 x 1280 frames = 106.7 ms (more after a report where the answer starved); the last may
+    # be the ACK of its end, which comes when it ends.
+    steps = np.diff(heard)
+    assert abs(np.median(steps) - 2 * 1280 / 24) < 0.01, f"one ACK per ~100 ms of audio: {steps}"
+    assert np.all(steps[:-1] > 2 * 1280 / 24 - 0.01), steps
+    lead = np.diff(np.array(heard) - np.array(played))
+    assert np.all(lead > -0.01), f"playback ran ahead of the audio clock: {lead}"
+    assert 0 < heard[0] < 10_000, heard[0]
+    answered = [e for e in tt["events"] if e["type"] == "playback.acknowledged"]
+    assert answered, "the server answers the progress ACKs"
+    assert not [e for e in tt["events"] if e["type"] == "error"], tt["events"]

@@ -4,9 +4,9 @@ import { test } from "node:test";
 
 import { Emitter } from "../../orchestrator/service/static/emitter.js";
 import { bytesToB64 } from "../../orchestrator/service/static/pcm.js";
-import { Player } from "../../orchestrator/service/static/player.js";
+import { PROGRESS_REPORTS, Player } from "../../orchestrator/service/static/player.js";
 
-function setup() {
+function setup(inputAt = undefined) {
   const worklet = { live: true, posted: [], post(msg) { this.posted.push(msg); } };
   const view = {
     states: [], playedMs: null,
@@ -19,7 +19,7 @@ function setup() {
   for (const type of ["interrupt", "pause", "resume", "audio", "worklet", "ack"]) {
     emitter.on(type, (detail) => emitted.push([type, detail]));
   }
-  const player = new Player({ worklet, view, emitter, sendAck: (e) => sent.push(e) });
+  const player = new Player({ worklet, view, emitter, sendAck: (e) => sent.push(e), inputAt });
   return { player, worklet, view, sent, emitted };
 }
 
@@ -162,4 +162,42 @@ test("the remembered responses are bounded", () => {
   assert.equal(player.items.size, 64);
   assert.equal(player.interrupted.size, 64);
   assert.ok(!player.isInterrupted("r0") && player.isInterrupted("r99"));
+});
+
+const stats = (rid, played, frame, paused = false) => ({ type: "stats", rid, played, paused, frame });
+
+test("rule 6: with echo cancellation on, the playing response is acknowledged as it plays", () => {
+  const { player, sent } = setup((frame) => frame - 1000); // input began 1000 frames in
+  player.started("r1");
+  player.item("r1", "item_1");
+  player.onWorklet(stats("r1", 1200, 5000));
+  player.onWorklet(stats("r1", 2400, 6200));
+  assert.deepEqual(sent, [], "off until the server holds echo cancellation");
+  player.acknowledgeProgress(true);
+  for (let i = 1; i <= 2 * PROGRESS_REPORTS; i++) {
+    player.onWorklet(stats("r1", 2400 + 1200 * i, 6200 + 1200 * i));
+  }
+  // Every PROGRESS_REPORTS reports (reports before it was on count too): input = frame - 1000.
+  assert.deepEqual(sent.map((e) => [e.played_ms, e.input_ms]), [[150, 6400 / 24], [250, 8800 / 24]]);
+  assert.ok(sent.every((e) => e.type === "playback.ack" && e.item_id === "item_1"));
+  // Standing still (paused, or starved) or paused: no progress ACK says nothing new.
+  for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) player.onWorklet(stats("r1", 7200, 20000 + i));
+  player.pause("r1");
+  for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) player.onWorklet(stats("r1", 7200 + i, 30000 + i, true));
+  assert.equal(sent.length, 2);
+  // Rule 3's one ACK still ends it, with where the input stood.
+  player.onWorklet({ type: "finished", rid: "r1", played: 9600, frame: 40000 });
+  assert.deepEqual(sent.at(-1), {
+    type: "playback.ack", response_id: "r1", item_id: "item_1", played_ms: 400, input_ms: 39000 / 24,
+  });
+  for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) player.onWorklet(stats("r1", 9600 + i, 50000 + i));
+  assert.equal(sent.length, 3, "nothing after the response was heard in full");
+});
+
+test("rule 6: an ACK names no input where its position is unknown", () => {
+  const { player, sent } = setup((frame) => (frame === null ? null : 0));
+  player.started("r1");
+  player.interrupt("r1", "speech_started");
+  player.onWorklet({ type: "cleared", rid: "r1", played: 480 });
+  assert.deepEqual(sent, [{ type: "playback.ack", response_id: "r1", played_ms: 20 }]);
 });

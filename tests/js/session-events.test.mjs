@@ -13,7 +13,7 @@ function setup() {
     return target;
   };
   const player = recorder({ current: null, interrupted: new Set(), heard: new Set() },
-    ["started", "item", "push", "pause", "resume", "done"]);
+    ["started", "item", "push", "pause", "resume", "done", "acknowledgeProgress"]);
   player.interrupt = (rid, trigger) => { calls.push(["interrupt", rid, trigger]); player.interrupted.add(rid); };
   player.isInterrupted = (rid) => player.interrupted.has(rid);
   player.heardInFull = (rid) => player.heard.has(rid);
@@ -29,10 +29,21 @@ test("rule 1: session.created and session.updated show and hold the server's set
     const { page, calls } = setup();
     dispatch(page, { type, session: td({ interruption: { mode: "pause" } }) });
     assert.equal(page.settings.interruption, "pause");
-    assert.equal(calls.length, 1);
+    assert.equal(calls.length, 2);
     assert.equal(calls[0][0], "showSettings");
     assert.equal(calls[0][1].interruption, "pause");
+    assert.deepEqual(calls[1], ["acknowledgeProgress", false]);
   }
+});
+
+test("rule 1: with echo cancellation held, the player acknowledges as it plays", () => {
+  const { page, calls } = setup();
+  const session = td();
+  session.audio.input.echo_cancellation = { type: "server" };
+  dispatch(page, { type: "session.updated", session });
+  assert.deepEqual(calls.at(-1), ["acknowledgeProgress", true]);
+  dispatch(page, { type: "session.updated", session: td() });
+  assert.deepEqual(calls.at(-1), ["acknowledgeProgress", false]);
 });
 
 test("rule 2: in immediate mode speech cuts off the response playing", () => {

@@ -10,6 +10,7 @@
 //   connection.js   the socket, reconnect and resume (over reconnect.js's pure rules)
 //   session-events.js  what each server event does (a handler per type)
 //   player.js       the page's side of playback: interrupts, pauses, ACKs (over the worklet)
+//   input-position.js  where the input sent stood at a frame of the audio (the ACKs' input_ms)
 //   audio.js        AudioContext, microphone and the worklets (capture-, playback-worklet.js)
 //   settings.js     what the form asks for and what the server holds
 //   view.js         the DOM
@@ -20,6 +21,7 @@ import { AudioPipeline } from "./audio.js";
 import { Connection } from "./connection.js";
 import { debugRecord } from "./debug.js";
 import { Emitter } from "./emitter.js";
+import { InputPosition } from "./input-position.js";
 import { Player } from "./player.js";
 import { dispatch } from "./session-events.js";
 import { Settings } from "./settings.js";
@@ -52,12 +54,16 @@ function startPage(window) {
       },
     },
   });
+  const input = new InputPosition();
   const audio = new AudioPipeline({
     onWorklet: (msg) => player.onWorklet(msg),
-    onChunk: (buffer) => connection.sendAudio(buffer),
+    onChunk: (buffer, endFrame) => {
+      if (connection.sendAudio(buffer)) input.sent(buffer.byteLength / 2, endFrame);
+    },
   });
   const player = new Player({
     worklet: audio, view, emitter, sendAck: (event) => connection.sendAck(event),
+    inputAt: (frame) => input.at(frame),
   });
   const page = { settings, player, view };
 
@@ -69,6 +75,7 @@ function startPage(window) {
   function newConversation() {
     view.newConversation();
     player.reset();
+    input.reset();
     audio.renewPlayback();
   }
 

@@ -8,7 +8,7 @@
 import { RATE } from "./player.js";
 
 export class AudioPipeline {
-  // onWorklet(msg): a report of the current playback worklet; onChunk(buffer): 20 ms of mic.
+  // onWorklet(msg): a report of the current playback worklet; onChunk(buffer, endFrame): 20 ms of mic and the frame it ended at.
   constructor({ onWorklet, onChunk }) {
     this.onWorklet = onWorklet;
     this.onChunk = onChunk;
@@ -43,7 +43,7 @@ export class AudioPipeline {
     });
     const source = this.ctx.createMediaStreamSource(this.stream);
     this.capture = new AudioWorkletNode(this.ctx, "turntaker-capture", { outputChannelCount: [1] });
-    this.capture.port.onmessage = (e) => this.onChunk(e.data);
+    this.capture.port.onmessage = (e) => this.onChunk(e.data.samples, e.data.end);
     // The capture node must reach the destination to be pulled; silently.
     const mute = this.ctx.createGain();
     mute.gain.value = 0;

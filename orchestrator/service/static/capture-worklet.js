@@ -1,4 +1,5 @@
-// Capture AudioWorklet: posts 20 ms chunks of pcm16 at the context's rate (24 kHz).
+// Capture AudioWorklet: posts 20 ms chunks of pcm16 at the context's rate (24 kHz), each with
+// the context frame it ended at (input-position.js places playback on the input with it).
 class CaptureProcessor extends AudioWorkletProcessor {
   constructor() {
     super();
@@ -15,7 +16,8 @@ class CaptureProcessor extends AudioWorkletProcessor {
         const s = Math.max(-1, Math.min(1, samples[i]));
         this.chunk[this.fill++] = s < 0 ? s * 32768 : s * 32767;
         if (this.fill === this.size) {
-          this.port.postMessage(this.chunk.buffer, [this.chunk.buffer]);
+          const end = currentFrame + i + 1;
+          this.port.postMessage({ samples: this.chunk.buffer, end }, [this.chunk.buffer]);
           this.chunk = new Int16Array(this.size);
           this.fill = 0;
         }

@@ -89,11 +89,14 @@ export class Connection {
 
   // 20 ms of the mic; dropped, unencoded, while the socket is down (rule 2). What went out is
   // emitted as "mic" {samples}: the server's input clock counts it (timeline-model.js).
+  // Whether the chunk went out (input-position.js counts only those).
   sendAudio(buffer) {
-    if (!this.link.accepting()) return;
+    if (!this.link.accepting()) return false;
     if (this.send({ type: "input_audio_buffer.append", audio: bytesToB64(buffer) })) {
       this.emitter.emit("mic", { samples: buffer.byteLength / 2 });
+      return true;
     }
+    return false;
   }
 
   // Rule 3.

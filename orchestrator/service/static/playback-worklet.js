@@ -37,7 +37,9 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     const channels = outputs[0];
     const finished = this.queue.render(channels[0]);
     for (let c = 1; c < channels.length; c++) channels[c].set(channels[0]);
-    for (const f of finished) this.port.postMessage({ type: "finished", ...f });
+    // currentFrame is this quantum's first frame: reports say where the cursor stands after it.
+    const frame = currentFrame + channels[0].length;
+    for (const f of finished) this.port.postMessage({ type: "finished", ...f, frame });
     this.framesSinceStats += channels[0].length;
     if (this.framesSinceStats >= 1200) {
       this.framesSinceStats = 0;
@@ -50,6 +52,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
         queued: this.queue.length,
         pushed: this.queue.pushed,
         dropped: this.queue.dropped,
+        frame,
       });
     }
     return true;

@@ -15,22 +15,34 @@
 //    state (a report written before the worklet took the pause does not say "playing").
 // 5. Without a worklet (the audio stopped) nothing is queued, paused or resumed; what the page
 //    knows of its responses stays until a new conversation.
+// 6. With the server's echo cancellation on (`acknowledgeProgress`), the response playing is also
+//    acknowledged while it plays, every PROGRESS_REPORTS worklet reports (100 ms) in which its
+//    cursor moved: only such frequent ACKs keep the echo's reference on the server within 10 ms
+//    of this player (docs/protocol.md, "playback.ack"). A progress ACK is a cursor; the one ACK
+//    of rule 3 still ends the response. Every ACK carries `input_ms` where the worklet said the
+//    frame it was read at and the input's position then is known (input-position.js).
 //
 // Emits (for listeners, emitter.js): "interrupt" {rid, trigger}, "pause" {rid}, "resume" {rid},
 // "audio" {rid, samples} (samples handed to the worklet), "worklet" (each worklet message, as
-// it came), "ack" {event, samples}.
+// it came), "ack" {event, samples} (rule 3's and rule 6's alike).
 
 import { BoundedSet } from "./playback-core.js";
 import { b64ToInt16 } from "./pcm.js";
 
 export const RATE = 24000;
 const REMEMBERED = 64;
+// Worklet reports come every 50 ms (playback-worklet.js): a progress ACK every other one.
+export const PROGRESS_REPORTS = 2;
 
 export class Player {
   // worklet: {live: bool, post(msg, transfer)}; view: {playback(state), played(ms)};
-  // sendAck(event): hands a playback.ack to the connection.
-  constructor({ worklet, view, sendAck, emitter }) {
+  // sendAck(event): hands a playback.ack to the connection; inputAt(frame): samples of input
+  // sent by that context frame, or null (InputPosition.at).
+  constructor({ worklet, view, sendAck, emitter, inputAt = () => null }) {
     this.worklet = worklet;
+    this.inputAt = inputAt;
+    this.progress = false; // rule 6
+    this.sinceProgress = 0; // worklet reports since the last progress ACK
     this.view = view;
     this.sendAck = sendAck;
     this.emitter = emitter;
@@ -106,6 +118,11 @@ export class Player {
     this.view.playback("playing");
   }
 
+  // Rule 6: whether the session's echo cancellation is on (the settings the server holds).
+  acknowledgeProgress(on) {
+    this.progress = Boolean(on);
+  }
+
   // What the worklet reports (playback-worklet.js).
   onWorklet(msg) {
     this.emitter.emit("worklet", msg);
@@ -114,31 +131,40 @@ export class Player {
       const last = this.lastReport;
       this.lastReport = { rid: msg.rid, played: msg.played };
       this.view.played(Math.round(msg.played * 1000 / RATE));
+      const moved = !last || last.rid !== msg.rid || last.played !== msg.played;
+      const live = !this.heard.has(msg.rid) && !this.interrupted.has(msg.rid) &&
+                   !this.paused.has(msg.rid);
       if (msg.paused) this.view.playback("paused");
-      else if ((!last || last.rid !== msg.rid || last.played !== msg.played) &&
-               !this.heard.has(msg.rid) && !this.interrupted.has(msg.rid) &&
-               !this.paused.has(msg.rid)) {
+      else if (moved && live) {
         this.view.playback("playing"); // rule 4: only a report that moved says "playing"
+      }
+      this.sinceProgress += 1;
+      if (this.progress && moved && live && !msg.paused && msg.played > 0 &&
+          this.sinceProgress >= PROGRESS_REPORTS) {
+        this.sinceProgress = 0;
+        this.ack(msg.rid, msg.played, msg.frame); // rule 6
       }
     } else if (msg.type === "cleared") {
       this.view.playback("cleared");
-      this.ack(msg.rid, msg.played);
+      this.ack(msg.rid, msg.played, msg.frame);
     } else if (msg.type === "finished") {
       if (!this.interrupted.has(msg.rid)) {
         this.view.playback("finished");
         this.heard.add(msg.rid);
-        this.ack(msg.rid, msg.played);
+        this.ack(msg.rid, msg.played, msg.frame);
       }
     }
     // "paused" / "resumed" say where the cursor stood: for listeners only.
   }
 
-  // Rule 3.
-  ack(rid, playedSamples) {
+  // Rules 3 and 6; `frame`: the context frame the worklet read `playedSamples` at, if it said.
+  ack(rid, playedSamples, frame = null) {
     const event = {
       type: "playback.ack", response_id: rid, played_ms: Math.floor(playedSamples * 1000 / RATE),
     };
     if (this.items.has(rid)) event.item_id = this.items.get(rid);
+    const input = this.inputAt(frame);
+    if (input !== null) event.input_ms = input * 1000 / RATE;
     this.emitter.emit("ack", { event: { ...event }, samples: playedSamples });
     this.sendAck(event);
   }

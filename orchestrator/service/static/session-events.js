@@ -5,7 +5,8 @@
 // tests each handler with fakes (tests/js/session-events.test.mjs).
 //
 // Rules:
-// 1. The page shows, and acts on, the settings the server holds (settings.js).
+// 1. The page shows, and acts on, the settings the server holds (settings.js): among them, with
+//    echo cancellation on, the player acknowledges playback as it goes (player.js rule 6).
 // 2. In immediate mode speech cuts off the response playing at once, unless it was already
 //    heard in full; in pause mode the server says what to do (output_audio_buffer.paused, one
 //    overlap.decision, then resumed or cleared): dropping the answer at speech would lose what a
@@ -17,7 +18,9 @@
 import { responseId } from "./event-summary.js";
 
 function held(page, event) {
-  page.view.showSettings(page.settings.hold(event.session));
+  const shown = page.settings.hold(event.session);
+  page.view.showSettings(shown);
+  page.player.acknowledgeProgress(shown.echo); // player.js rule 6
 }
 
 function cut(page, rid, trigger) {
