@@ -4,11 +4,12 @@ Run: `python -m bench.echo_canceller_choice` (from the repo root). Prints a mark
 with `--write`, replaces "## Echo canceller choice" in docs/benchmarks.md (bench/cli.py).
 
 Rules:
-1. The room is synthetic and seeded: the assistant's voice (flite "slt") through a room impulse
-   response (a direct path and an exponentially decaying noise tail of a given RT60), delayed
-   by the playout delay, at an echo level in dB relative to the user's speech (flite "rms",
-   -20 dBFS RMS while it speaks), over a -85 dBFS noise floor. Everything runs at 24 kHz,
-   the server's input rate, in 10 ms frames, one stream at a time.
+1. The room is the echo bench's, seeded (bench/rooms.py: a pyroomacoustics shoebox of a given
+   RT60, the loudspeaker DISTANCE_M from the microphone): the assistant's voice (flite "slt")
+   through its impulse response, delayed by the playout delay, at an echo level in dB
+   relative to the user's speech (flite "rms", -20 dBFS RMS while it speaks), over a -85 dBFS
+   noise floor. Everything runs at 24 kHz, the server's input rate, in 10 ms frames, one
+   stream at a time.
 2. Each candidate gets the microphone and the far-end reference as the server would give
    them: the reference as sent, without the playout delay (the canceller must find it).
 3. ERLE is 10 log10(mic energy / output energy) with echo alone: over the first second of
@@ -46,6 +47,7 @@ import numpy.typing as npt
 import soxr
 
 from bench import cli, report, speech, stats
+from bench.rooms import Room
 
 HEADING = "## Echo canceller choice"
 RATE = 24000
@@ -53,6 +55,9 @@ FRAME = RATE // 100  # 10 ms: what WebRTC's audio processing takes
 NEAR_DBFS = -20.0  # the user's speech, RMS over its voiced frames
 NOISE_DBFS = -85.0
 DOUBLE_TALK_AT_S = 5.0
+# A speakerphone across a desk: as much of the echo is the room's reverberation as its direct
+# sound, which is what makes an echo hard to cancel (bench/rooms.py, rule 1).
+DISTANCE_M = 1.0
 CONVERGED_AFTER_S = 3.0
 
 Audio = npt.NDArray[np.float32]
@@ -77,17 +82,12 @@ class Stream(Protocol):
 
 
 def room_impulse_response(rt60_s: float, seed: int = 0, rate: int = RATE) -> Audio:
-    """A direct path at 1 ms and a decaying Gaussian tail from 3 ms, energy -60 dB at rt60_s;
-    the tail carries as much energy as the direct path (a speakerphone a metre or so away)."""
-    rng = np.random.default_rng(seed)
-    n = int(rt60_s * rate)
-    t = np.arange(n) / rate
-    tail = rng.standard_normal(n) * np.exp(-3 * np.log(10) * t / rt60_s)
-    tail[: int(0.003 * rate)] = 0.0
-    tail *= 1.0 / np.sqrt(np.sum(tail**2))
-    rir = tail
-    rir[int(0.001 * rate)] += 1.0
-    return np.asarray(rir, np.float32)
+    """The echo bench's room (bench/rooms.py: pyroomacoustics image sources) with `rt60_s`,
+    the loudspeaker `DISTANCE_M` from the microphone, from its direct path on: the playout
+    delay and the level are `echo_of`'s."""
+    return Room(
+        delay_ms=0.0, rt60_s=rt60_s, level_db=0.0, seed=seed, distance_m=DISTANCE_M
+    ).impulse_response(rate)
 
 
 def rms_active(audio: Audio, below_peak_db: float = 30.0) -> float:
@@ -434,7 +434,8 @@ def run(
         f"{platform.processor() or 'cpu'}; one stream at a time; {wheels}).",
         "",
         f"The assistant's voice (flite slt, {len(sounds.far) / RATE:.1f} s) through a "
-        f"synthetic room (direct path + exponential noise tail), playout delays {list(delays_ms)}"
+        f"room (bench/rooms.py: pyroomacoustics, loudspeaker {DISTANCE_M:g} m from the "
+        f"microphone), playout delays {list(delays_ms)}"
         f" ms, echo {list(levels_db)} dB relative to the user's speech ({NEAR_DBFS:.0f} dBFS), "
         f"RT60 {list(rt60s)} s: {len(conditions)} conditions, 24 kHz pcm16 in 10 ms frames; "
         f"the user (flite rms) speaks {DOUBLE_TALK_AT_S:.0f} s into the echo. Cells: median "

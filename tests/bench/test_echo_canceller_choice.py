@@ -1,21 +1,21 @@
-"""bench/echo_canceller_choice.py's synthetic room (rule 1), which the wrapper's tests reuse."""
+"""bench/echo_canceller_choice.py's room (rule 1), which the wrapper's tests reuse."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from bench import echo_canceller_choice as room
+from bench.rooms import Room
 
 RATE = room.RATE
 
 
-def test_the_room_decays_by_60_db_over_its_rt60() -> None:
-    rir = room.room_impulse_response(0.4)
-    assert len(rir) == int(0.4 * RATE)
-    assert int(np.argmax(np.abs(rir))) == int(0.001 * RATE)  # the direct path, at 1 ms
-    tail = rir[int(0.003 * RATE) :].astype(np.float64) ** 2
-    early, late = tail[: RATE // 100].mean(), tail[-RATE // 100 :].mean()
-    assert 50 < 10 * np.log10(early / late) < 70
+def test_the_room_is_the_echo_benchs_from_its_direct_path() -> None:
+    """Rule 1: one room model for both echo benches (bench/rooms.py is tested in test_rooms)."""
+    rir = room.room_impulse_response(0.4, seed=3)
+    same = Room(delay_ms=0.0, rt60_s=0.4, level_db=0.0, seed=3, distance_m=room.DISTANCE_M)
+    np.testing.assert_array_equal(rir, same.impulse_response(RATE))
+    assert int(np.argmax(np.abs(rir))) < int(0.005 * RATE), "the direct path comes first"
 
 
 def test_the_echo_comes_at_its_delay_and_level() -> None:

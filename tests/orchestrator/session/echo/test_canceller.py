@@ -1,6 +1,6 @@
-"""The echo canceller's wrapper (orchestrator/session/echo/canceller.py), on the bench's
-synthetic room: the assistant's flite voice through a direct path and a decaying noise tail,
-delayed by the playout delay, over a -85 dBFS floor (bench/echo_canceller_choice.py, rule 1)."""
+"""The echo canceller's wrapper (orchestrator/session/echo/canceller.py), in the bench's room:
+the assistant's flite voice through a pyroomacoustics room (bench/rooms.py), delayed by the
+playout delay, over a -85 dBFS floor (bench/echo_canceller_choice.py, rule 1)."""
 
 from __future__ import annotations
 
