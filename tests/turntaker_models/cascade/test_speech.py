@@ -46,7 +46,9 @@ def test_flite_voices_still_speak_by_name(voice: str) -> None:
     audio = synthesize("Hello there.", voice)
     assert audio.shape[0] > 0.3 * OUTPUT_SAMPLE_RATE and float(np.abs(audio).max()) > 0.05
     assert audio.shape != synthesize("Hello there.", "joe").shape
-    np.testing.assert_array_equal(audio, synthesize("Hello there.", f" {voice.upper()} "))
+    # By name, case and spaces aside. Not compared sample for sample: flite's clustergen voices
+    # (rms) vary their length from call to call (a CI run: 22560 against 22320 samples).
+    assert voices.resolve(f" {voice.upper()} ") == voice
 
 
 def test_sentence_is_cut_at_clauses_and_word_limit() -> None:
