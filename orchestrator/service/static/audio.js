@@ -8,7 +8,8 @@
 import { RATE } from "./player.js";
 
 export class AudioPipeline {
-  // onWorklet(msg): a report of the current playback worklet; onChunk(buffer, endFrame): 20 ms of mic and the frame it ended at.
+  // onWorklet(msg): a report of the current playback worklet; onChunk(buffer, endFrame): 20 ms
+  // of mic and the context frame it ended at.
   constructor({ onWorklet, onChunk }) {
     this.onWorklet = onWorklet;
     this.onChunk = onChunk;
