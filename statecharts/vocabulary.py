@@ -24,8 +24,10 @@ __all__ = [
 # response still running (orchestrator/protocol/response.py `ResponseStatus`).
 TerminalStatus = Literal["completed", "cancelled", "failed", "incomplete"]
 # What the overlap's latest partial transcript says (orchestrator/session/turns/overlap.py):
-# none back yet, words that are not backchannels, only backchannels, or nothing at all (noise).
-Heard = Literal["nothing", "words", "backchannel", "noise"]
+# none back yet, words that are not backchannels, an interrupt word ("wait", "stop": `urgent`,
+# which decides at once whatever `min_speech_ms` says), only backchannels, or nothing at all
+# (noise: silence, a laugh, a sound tag).
+Heard = Literal["nothing", "words", "urgent", "backchannel", "noise"]
 # Pause mode's one decision about an overlap (docs/protocol.md "Interruption policy").
 OverlapDecisionKind = Literal["interrupt", "resume"]
 # interrupt: `speech` (the speech decided), `client` (a clear, cancel, truncate or commit of the

@@ -19,6 +19,7 @@ from .tools import FunctionTool, ToolChoice
 
 __all__ = [
     "DEFAULT_BACKCHANNELS",
+    "DEFAULT_INTERRUPT_WORDS",
     "EAGERNESS_LONGEST_WAIT_MS",
     "EAGERNESS_THRESHOLD",
     "PCM16",
@@ -83,20 +84,30 @@ DEFAULT_BACKCHANNELS: Final[tuple[str, ...]] = (
     "hmm", "hm", "okay", "ok", "right", "alright", "all right", "sure", "i see", "got it",
     "cool", "nice", "wow", "oh", "ah", "uh", "um", "true", "exactly", "indeed",
 )  # fmt: skip
+# Words that interrupt at once in pause mode, whatever `min_speech_ms` says (docs/protocol.md,
+# "Interruption policy"): a listener who says "wait" wants the answer stopped now, and the
+# first partial that holds one decides, about 300 ms after its onset. Normalised as above; an
+# entry matches whole words anywhere in the transcript ("okay wait" is one).
+DEFAULT_INTERRUPT_WORDS: Final[tuple[str, ...]] = (
+    "stop", "wait", "no", "nope", "hold on", "hang on", "actually", "excuse me", "sorry",
+    "pardon", "hello", "hey", "cancel", "listen", "repeat",
+)  # fmt: skip
 
 
 class Interruption(msgspec.Struct, frozen=True, kw_only=True):
     """`turn_detection.interruption` (v2): what speech does while the assistant speaks.
 
     `immediate` is v1's rule 1; `pause` pauses the reply and decides with one
-    `overlap.decision`. `backchannels` is this server's extension (the words that never
-    interrupt), normalised at the edge.
+    `overlap.decision`. `backchannels` (the words that never interrupt) and
+    `interrupt_words` (the words that interrupt at once) are this server's extensions,
+    normalised at the edge.
     """
 
     mode: InterruptionMode = "immediate"
     min_speech_ms: int = 400
     resume_after_ms: int = 1500
     backchannels: tuple[str, ...] = DEFAULT_BACKCHANNELS
+    interrupt_words: tuple[str, ...] = DEFAULT_INTERRUPT_WORDS
 
 
 def normalize_backchannel(text: str) -> str:

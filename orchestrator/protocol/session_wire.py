@@ -18,6 +18,7 @@ from .client import SessionUpdate
 from .errors import InvalidInput
 from .session_config import (
     DEFAULT_BACKCHANNELS,
+    DEFAULT_INTERRUPT_WORDS,
     PCM16,
     PCMA,
     PCMU,
@@ -73,14 +74,17 @@ class WireAudioFormat(_Wire, frozen=True, kw_only=True):
 WireFormat = str | WireAudioFormat
 
 
+# `backchannels` and `interrupt_words`: at most 256 entries of at most 64 characters.
+_WordList = Annotated[tuple[Annotated[str, Meta(max_length=64)], ...], Meta(max_length=256)]
+
+
 class WireInterruption(_Wire, frozen=True, kw_only=True):
     # `mode` is a plain str so that an unknown mode is named in an `invalid_value` error.
     mode: str | None = None
     min_speech_ms: Annotated[int, Meta(ge=0, le=10_000)] | None = None
     resume_after_ms: Annotated[int, Meta(ge=0, le=30_000)] | None = None
-    backchannels: (
-        Annotated[tuple[Annotated[str, Meta(max_length=64)], ...], Meta(max_length=256)] | None
-    ) = None
+    backchannels: _WordList | None = None
+    interrupt_words: _WordList | None = None
 
 
 class WireTurnDetection(_Wire, frozen=True, kw_only=True):
@@ -345,18 +349,28 @@ def _interruption(wire: WireInterruption, param: str) -> Interruption:
         for name in ("mode", "min_speech_ms", "resume_after_ms")
         if (value := getattr(wire, name)) is not None
     }
-    if wire.backchannels is not None:
-        words = tuple(normalize_backchannel(entry) for entry in wire.backchannels)
-        if not all(words):
-            raise InvalidInput(
-                "invalid_value",
-                "Every backchannel must hold at least one letter or digit.",
-                f"{param}.backchannels",
-            )
-        given["backchannels"] = tuple(dict.fromkeys(words))
-    else:
-        given["backchannels"] = DEFAULT_BACKCHANNELS
+    given["backchannels"] = _words(wire.backchannels, DEFAULT_BACKCHANNELS, f"{param}.backchannels")
+    given["interrupt_words"] = _words(
+        wire.interrupt_words, DEFAULT_INTERRUPT_WORDS, f"{param}.interrupt_words"
+    )
     return Interruption(**given)  # type: ignore[arg-type]
+
+
+def _words(
+    entries: tuple[str, ...] | None, default: tuple[str, ...], param: str
+) -> tuple[str, ...]:
+    """A word list normalised as transcripts are (`normalize_backchannel`), duplicates dropped;
+    an entry with nothing left is `invalid_value` naming the list."""
+    if entries is None:
+        return default
+    words = tuple(normalize_backchannel(entry) for entry in entries)
+    if not all(words):
+        raise InvalidInput(
+            "invalid_value",
+            f"Every entry of '{param.rsplit('.', 1)[-1]}' must hold at least one letter or digit.",
+            param,
+        )
+    return tuple(dict.fromkeys(words))
 
 
 def _transcription(wire: WireTranscription | None) -> Transcription | None:

@@ -48,6 +48,14 @@ class Metrics:
             ["decision", "reason"],
             registry=r,
         )
+        # Where transcript-less decisions come from: a partial that took longer than the
+        # grace (150 ms) leaves the decision to duration.
+        self.partial_transcript_latency = Histogram(
+            "turntaker_partial_transcript_seconds",
+            "Pause mode: from a partial transcript of an overlap asked to its answer back",
+            buckets=(0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2.5, 10),
+            registry=r,
+        )
         self.end_of_turn = Counter(
             "turntaker_end_of_turn_decisions",
             "User turns ended by VAD turn detection, by cause (semantic_vad: model, timeout, "

@@ -106,12 +106,24 @@ def access_settings(config: ServiceConfig) -> AccessSettings:
     return settings_from_config(config, text)
 
 
+# Used where an endpoint has them, on any pipeline, but an endpoint without them is still
+# healthy: `asr_partial` (overlap partials; `asr` with PARTIAL serves them otherwise,
+# backends/transcriber.py; a server of the `null` pipeline may have either for a bench).
+OPTIONAL_MODELS = ("asr_partial",)
+
+
 def needed_models(config: ServiceConfig) -> tuple[str, ...]:
+    """What a Triton started for `config` loads (the optional models included)."""
     # `turn` (Smart Turn) serves semantic_vad on every pipeline.
     if config.pipeline == "null":
         # No speech is understood: input transcription, if a session asks, reports a failure.
         return ("null", "vad", "cancel", "turn")
-    return (config.pipeline, "vad", "asr", "cancel", "turn")
+    return (config.pipeline, "vad", "asr", "asr_partial", "cancel", "turn")
+
+
+def required_models(config: ServiceConfig) -> tuple[str, ...]:
+    """What an endpoint must have ready to be healthy."""
+    return tuple(m for m in needed_models(config) if m not in OPTIONAL_MODELS)
 
 
 @contextmanager
@@ -183,7 +195,9 @@ async def serve(
     """
     metrics = metrics or Metrics()
     stop = trio.Event() if stop is None else stop
-    pool = EndpointPool(config.triton_urls, needed_models(config), metrics)
+    pool = EndpointPool(
+        config.triton_urls, required_models(config), metrics, optional=OPTIONAL_MODELS
+    )
     await pool.check_all(timeout_s=config.health_timeout_s)
     async with trio.open_nursery() as nursery:
         if threading.current_thread() is threading.main_thread():

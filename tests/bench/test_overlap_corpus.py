@@ -3,6 +3,7 @@ interruptions benchmark runs (bench/interruptions.py), synthetic and human items
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -11,8 +12,14 @@ import pytest
 from bench.human_speech import DISTRACTORS, PACKAGES
 from bench.overlap_corpus import (
     BACKCHANNEL_MAX_S,
+    BACKCHANNELS,
     HUMAN_BURST_MAX_S,
+    INTERRUPTING,
     INTERRUPTION_MIN_S,
+    KINDS,
+    LABELS,
+    NONSPEECH_MAX_S,
+    SHORT_MAX_S,
     CorpusPlan,
     OverlapItem,
     build_corpus,
@@ -28,20 +35,27 @@ def corpus() -> tuple[OverlapItem, ...]:
 
 def test_the_default_plan_has_every_class_at_every_offset(corpus: tuple[OverlapItem, ...]) -> None:
     plan = CorpusPlan()
-    assert len(corpus) == (6 + 6 + 4) * 2 * len(plan.offsets_s)
+    per_offset = {
+        # 6 backchannels in the diphone voices and 8 in Piper's joe.
+        "synthetic": {"interruption": 6, "short": 0, "backchannel": 14, "nonspeech": 0, "burst": 4},
+        "human": {"interruption": 6, "short": 12, "backchannel": 0, "nonspeech": 20, "burst": 4},
+    }
+    assert len(corpus) == (24 + 42) * len(plan.offsets_s)
     for offset in plan.offsets_s:
-        for origin in ("synthetic", "human"):
-            at = [it for it in corpus if it.offset_s == offset and it.origin == origin]
-            assert [it.kind for it in at].count("interruption") == 6
-            assert [it.kind for it in at].count("backchannel") == 6
-            assert [it.kind for it in at].count("burst") == 4
+        for origin, counts in per_offset.items():
+            at = [it.kind for it in corpus if it.offset_s == offset and it.origin == origin]
+            assert {kind: at.count(kind) for kind in KINDS} == counts, (origin, offset)
     assert len({it.name for it in corpus}) == len(corpus), "item names must be unique"
+    human = [it.kind for it in corpus if it.origin == "human"]
+    # Enough that a 5% rate means something (issue 32).
+    assert human.count("nonspeech") >= 60 and human.count("short") >= 30
 
 
 def test_labels_follow_the_class(corpus: tuple[OverlapItem, ...]) -> None:
+    assert INTERRUPTING == ("interruption", "short")
     for item in corpus:
-        expected = "interrupt" if item.kind == "interruption" else "not-interrupt"
-        assert item.label == expected, item.name
+        expected = "interrupt" if item.kind in ("interruption", "short") else "not-interrupt"
+        assert item.label == expected == LABELS[item.kind], item.name
 
 
 def test_durations_are_the_classes_own(corpus: tuple[OverlapItem, ...]) -> None:
@@ -49,7 +63,11 @@ def test_durations_are_the_classes_own(corpus: tuple[OverlapItem, ...]) -> None:
         if item.kind == "interruption":
             assert INTERRUPTION_MIN_S <= item.duration_s <= 3.0, (item.name, item.duration_s)
         elif item.kind == "backchannel":
-            assert 0.2 <= item.duration_s <= BACKCHANNEL_MAX_S, (item.name, item.duration_s)
+            assert 0.15 <= item.duration_s <= BACKCHANNEL_MAX_S, (item.name, item.duration_s)
+        elif item.kind == "short":
+            assert 0.2 <= item.duration_s <= SHORT_MAX_S, (item.name, item.duration_s)
+        elif item.kind == "nonspeech":
+            assert 0.15 <= item.duration_s <= NONSPEECH_MAX_S, (item.name, item.duration_s)
         elif item.origin == "human":
             assert 0.05 <= item.duration_s <= HUMAN_BURST_MAX_S, (item.name, item.duration_s)
         else:
@@ -67,6 +85,10 @@ def test_speech_never_uses_the_assistant_voice_and_each_offset_changes_voice(
 ) -> None:
     speech = [it for it in corpus if it.kind != "burst" and it.origin == "synthetic"]
     assert "slt" not in {it.voice for it in speech}
+    joe = [it for it in speech if it.voice == "joe"]
+    assert {it.kind for it in joe} == {"backchannel"}, "Piper speaks the backchannels only"
+    assert {it.source for it in joe} == set(BACKCHANNELS), "every backchannel in Piper's voice"
+    speech = [it for it in speech if it.voice != "joe"]
     assert {it.voice for it in speech} == {"kal16", "awb", "rms", "festival"}
     for source in {it.source for it in speech}:
         voices = [it.voice for it in speech if it.source == source]
@@ -82,15 +104,54 @@ def test_human_items_carry_their_package_and_recording(corpus: tuple[OverlapItem
         assert item.stretch == 1.0, "human speech is never re-spoken"
         assert item.name.startswith(f"{item.kind}/human/{item.voice}/"), item.name
     speakers = {it.voice for it in human if it.kind == "interruption"}
-    assert speakers == set(PACKAGES) - {"scsynth"}, "every speech source interrupts"
+    assert speakers == set(PACKAGES) - {"scsynth", "hedgewars"}, "every speech source interrupts"
     assert {it.voice for it in human if it.kind == "burst"} == {"scsynth"}
     bursts = {it.recording for it in human if it.kind == "burst"}
     assert bursts == {f"{name}.flac" for name in DISTRACTORS}, "every distractor is played"
-    words = {it.source for it in human if it.kind == "backchannel"}
-    assert {"oh", "Thank you.", "Hello?"} <= words
     for offset in CorpusPlan().offsets_s:
         heard = [it.recording for it in human if it.offset_s == offset]
         assert len(set(heard)) == len(heard), f"a recording repeats at {offset} s"
+
+
+def test_no_human_item_that_must_not_interrupt_says_a_word(
+    corpus: tuple[OverlapItem, ...],
+) -> None:
+    human = [it for it in corpus if it.origin == "human"]
+    # No recorded acknowledgement over another speaker exists: greetings, "no" and "I'm sorry"
+    # are interruptions a listener wants honoured, never backchannels.
+    assert not [it for it in human if it.kind == "backchannel"]
+    words = re.compile(r"\b(no|hello|hi|bye|sorry|wait|stop|yeah|okay|thank)\b", re.I)
+    for item in human:
+        if item.label == "not-interrupt":
+            assert not words.search(item.source), item.name
+
+
+def test_human_nonspeech_is_hums_laughs_coughs_moans_and_breaths(
+    corpus: tuple[OverlapItem, ...],
+) -> None:
+    sounds = [it for it in corpus if it.origin == "human" and it.kind == "nonspeech"]
+    by_voice = {v: {it.source for it in sounds if it.voice == v} for v in ("hedgewars", "mfa")}
+    assert by_voice == {"hedgewars": {"hum", "laugh", "cough", "moan"}, "mfa": {"laugh", "breath"}}
+    assert {it.voice for it in sounds} == {"hedgewars", "mfa"}
+    played = {it.recording for it in sounds}
+    assert len(played) >= 25, "the candidates rotate across offsets: most are heard"
+    assert not any(it.recording.startswith("Robot/") for it in sounds), "a vocoded voice"
+    assert all(np.abs(it.audio).max() < 1.0 for it in sounds), "scaled, never clipped"
+
+
+def test_human_short_interruptions_hold_no_wait_and_greetings(
+    corpus: tuple[OverlapItem, ...],
+) -> None:
+    short = [it for it in corpus if it.origin == "human" and it.kind == "short"]
+    said = {it.source.lower().strip(".!?") for it in short}
+    assert {"no", "hello", "i'm sorry", "just you wait", "watch it"} <= said
+    assert {it.voice for it in short} == {"asterisk", "pyannote", "hedgewars"}
+    english = ("British", "Classic", "Default", "Mobster", "Pirate", "Singer", "Surfer")
+    for item in short:
+        if item.voice == "hedgewars":
+            assert item.recording.split("/")[0] in english, item.recording
+    first = [it.source for it in short if it.offset_s == CorpusPlan().offsets_s[0]]
+    assert first[0] == "no", "the quick plan's one short item is asterisk's 'no'"
 
 
 def test_onset_is_sample_zero_and_levels_are_sane(corpus: tuple[OverlapItem, ...]) -> None:
@@ -113,15 +174,19 @@ def test_the_same_plan_gives_the_same_samples_and_another_seed_other_bursts() ->
         interruptions=1,
         backchannels=2,
         bursts=4,
-        offsets_s=(0.5,),
+        offsets_s=(0.5, 1.5),
         human_interruptions=1,
-        human_backchannels=1,
+        human_backchannels=0,
         human_bursts=1,
+        human_short=2,
+        human_nonspeech=2,
     )
     first, second = build_corpus(plan), build_corpus(plan)
     assert [it.name for it in first] == [it.name for it in second]
     for a, b in zip(first, second, strict=True):
         assert np.array_equal(a.audio, b.audio), a.name
+    new = [it for it in first if it.kind in ("short", "nonspeech")]
+    assert len(new) == 8 and len({it.recording for it in new}) == 8, "offsets hear others"
     other = build_corpus(replace(plan, seed=15))
     bursts = [
         (a, b)
@@ -149,4 +214,10 @@ def test_a_plan_beyond_the_phrase_lists_is_refused() -> None:
     with pytest.raises(ValueError):
         CorpusPlan(offsets_s=())
     with pytest.raises(ValueError):
-        CorpusPlan(human_backchannels=99)
+        CorpusPlan(human_backchannels=1)  # none exists
+    with pytest.raises(ValueError):
+        CorpusPlan(human_short=99)
+    with pytest.raises(ValueError):
+        CorpusPlan(human_nonspeech=99)
+    with pytest.raises(ValueError):
+        CorpusPlan(human_nonspeech=-1)

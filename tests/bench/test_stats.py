@@ -37,3 +37,13 @@ def test_rule_4_a_ratio_without_a_figure_is_nan_not_a_division_error() -> None:
     assert math.isnan(stats.ratio(1.0, 0.0))
     assert math.isnan(stats.ratio(float("nan"), 1.0))
     assert math.isnan(stats.ratio(1.0, float("nan")))
+
+
+def test_rule5_wilson_interval_is_honest_at_zero_and_inside_0_1() -> None:
+    low, high = stats.wilson(0, 60)
+    assert low == 0.0 and 0.05 < high < 0.07, "0 of 60 is 0-6%, not a bare 0%"
+    low, high = stats.wilson(60, 60)
+    assert 0.93 < low < 0.95 and high == 1.0
+    low, high = stats.wilson(3, 60)
+    assert low < 0.05 < high, "3 of 60 cannot show a 5% target met or missed"
+    assert all(math.isnan(x) for x in stats.wilson(0, 0))

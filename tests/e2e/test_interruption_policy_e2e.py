@@ -6,6 +6,10 @@ pipeline (a long steady reply), the real `vad` and `asr` models in Triton, flite
 - A short noise burst never interrupts: at most a pause that resumes.
 - A sentence interrupts as rule 1: `overlap.decision` `interrupt`, `output_audio_buffer.cleared`,
   `response.done` cancelled / `turn_detected`, and the speech committed as the next turn.
+- Real voices (bench/human_speech.py, the packages `make test` installs): a man's laugh over
+  the reply never stops it (hedgewars' `Mobster/Laugh.ogg`, which Whisper writes "hahaha");
+  a woman's "no" (asterisk's `vm-no.wav`, 0.4 s) interrupts by its interrupt word, before
+  `min_speech_ms` of speech.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ import numpy as np
 import pytest
 from scipy.signal import butter, sosfilt
 
+from bench import human_speech
+from orchestrator.protocol.session_config import DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.serve import BackgroundServer
+from orchestrator.session.turns.overlap import classify
 from orchestrator.triton import TritonServer
 from tests.conftest import free_port
 from tests.e2e.realtime_client import RATE, RawSession, flite_speech, raw_session, silence
@@ -136,7 +143,8 @@ def test_short_noise_burst_never_interrupts(null_server: BackgroundServer) -> No
 def test_sentence_interrupts_as_rule1_and_becomes_the_next_turn(
     null_server: BackgroundServer,
 ) -> None:
-    sentence = flite_speech("Wait, stop. I have a different question about the weather tomorrow.")
+    # No interrupt word: the words decide at min_speech_ms.
+    sentence = flite_speech("I have a different question about the weather tomorrow.")
     with raw_session(null_server.url) as session:
         _pause_mode(session)
         rid = _speaking(session)
@@ -169,3 +177,55 @@ def test_sentence_interrupts_as_rule1_and_becomes_the_next_turn(
     # The speech is the next user turn: the item speech_started promised is committed.
     [started] = _after(events, since, "input_audio_buffer.speech_started")[:1]
     assert committed["item_id"] == started["item_id"]
+
+
+def _human(recording: human_speech.Recording, peak: float = 0.5) -> np.ndarray:
+    audio = human_speech.spoken(recording.audio, RATE)
+    return (peak * audio / max(float(np.max(np.abs(audio))), 1e-9)).astype(np.float32)
+
+
+def test_a_human_laugh_over_the_reply_never_stops_it(null_server: BackgroundServer) -> None:
+    # A laugh the VAD hears as a second of speech, and Whisper writes "hahahahaha": before the
+    # laugh rule, those were words and the reply was cut.
+    laugh = human_speech.hedgewars("Mobster", "Laugh", RATE)
+    with raw_session(null_server.url) as session:
+        _pause_mode(session)
+        rid = _speaking(session)
+        since = len(session.events)
+        session.append(np.concatenate([silence(0.3), _human(laugh), silence(2.5)]), realtime=True)
+        # Loud enough for the VAD: it pauses the reply, and the one decision resumes it.
+        decision = session.first("overlap.decision", since, timeout_s=15)
+        resumed = session.first("output_audio_buffer.resumed", since, timeout_s=5)
+        events = list(session.events)
+        session.send({"type": "response.cancel"})
+        session.first("response.done", since, timeout_s=10)
+    assert (decision["response_id"], decision["decision"]) == (rid, "resume"), decision
+    assert decision["reason"] in ("noise", "short", "backchannel"), decision
+    assert decision["speech_ms"] >= 400, "long enough that only what was heard can resume it"
+    assert resumed["response_id"] == rid
+    assert not _after(events, since, "output_audio_buffer.cleared"), "a laugh cleared the reply"
+    assert not _after(events, since, "input_audio_buffer.committed"), "a laugh became a turn"
+
+
+def test_a_human_no_interrupts_by_its_word_before_min_speech(
+    null_server: BackgroundServer,
+) -> None:
+    no = human_speech.asterisk("vm-no", RATE)
+    with raw_session(null_server.url) as session:
+        _pause_mode(session)
+        rid = _speaking(session)
+        since = len(session.events)
+        session.append(np.concatenate([silence(0.3), _human(no), silence(1.2)]), realtime=True)
+        decision = session.first("overlap.decision", since, timeout_s=15)
+        cleared = session.first("output_audio_buffer.cleared", since, timeout_s=10)
+    assert (decision["response_id"], decision["decision"], decision["reason"]) == (
+        rid,
+        "interrupt",
+        "speech",
+    ), decision
+    assert cleared["response_id"] == rid
+    heard = decision["transcript"]
+    assert isinstance(heard, str), "decided by what was heard, not by duration"
+    assert classify(heard, DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS) == "urgent", heard
+    # Under the 400 ms a sentence needs: before this issue's rule, "no" resumed as `short`.
+    assert decision["speech_ms"] < 400, decision

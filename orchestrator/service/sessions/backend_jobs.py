@@ -70,12 +70,16 @@ class BackendJobs:
         transcriber = self._services.transcriber
         assert transcriber is not None  # the core asks only when told there is one
         seconds = job.audio16k.shape[0] / 16000
+        asked = trio.current_time()
         try:
             text = await transcriber.transcribe(job.audio16k, partial=fast_decode(job.purpose))
         except Exception as error:  # the model's message reaches the client as-is
             answer = TranscriptReady(job.item_id, None, str(error), seconds, job.purpose, job.token)
         else:
             answer = TranscriptReady(job.item_id, text, None, seconds, job.purpose, job.token)
+        if job.purpose == "overlap":
+            latency = self._services.metrics.partial_transcript_latency
+            latency.observe(trio.current_time() - asked)
         await self._post(answer)
 
     async def predict_turn(self, job: PredictTurn) -> None:

@@ -10,14 +10,19 @@ and requests out. Rules (docs/protocol.md "Interruption policy"):
   continues it: the resume timer is cancelled and a new speech part starts.
 - `speech_ms` is voiced time on the input clock: from each part's onset chunk (prefix padding
   not counted) to the end of its last chunk heard as speech, summed over the overlap's parts.
-- Partial transcripts: while speaking, a new one is asked each `partial_every_ms` of
-  `speech_ms` growth, at most one in flight, each with a fresh token; an answer whose token
+- Partial transcripts: while speaking, a new one is asked each `partial_every_ms` (100) of
+  `speech_ms` growth (so an interrupt word is heard ~100 ms after it is said), at most one
+  in flight, each with a fresh token; an answer whose token
   is not the one in flight (an older overlap's, a superseded ask) is ignored. With no
   transcriber nothing is asked. The caller cuts the audio: the overlap's from its first onset
   with prefix padding (`audio_from_ms`), at most the latest `MAX_PARTIAL_MS`.
-- `heard` is the latest answer, normalised and matched against `backchannels` (the whole
-  transcript must be made of entries): `words`, `backchannel` or `noise` (empty); `nothing`
-  before any answer. A failed transcription changes nothing.
+- `heard` is the latest answer, normalised and matched (`classify`): `urgent` when it holds an
+  entry of `interrupt_words` anywhere, `backchannel` when it is made only of `backchannels`
+  entries and hums, `noise` when nothing but laughs and sound tags ("Ha ha!", "[Laughter]")
+  or nothing at all was said, else `words`; `nothing` before any answer. A failed
+  transcription changes nothing.
+- An `urgent` answer asks the chart to judge at once, whatever `speech_ms` is: "wait" is an
+  interruption at 250 ms; every other judgment waits for `min_speech_ms`.
 - Grace: when `speech_ms` first reaches `min_speech_ms` with nothing heard, the chart is
   asked to judge with `waited=False` and a grace timer of `grace_ms` is armed if an ask is in
   flight; with none in flight there is nothing to wait for (`waited` at once). Its expiry, or
@@ -42,24 +47,46 @@ __all__ = ["MAX_PARTIAL_MS", "OverlapFacts", "OverlapStep", "OverlapTracker", "c
 MAX_PARTIAL_MS: Final = 10_000
 
 
-# Whisper spells a hum as letters ("M-H-M-H.", "MMHMHMMH", "m m h n m"): a word of nothing but
-# m, h and n is a hum, whatever the list says.
-_HUM: Final = re.compile(r"[mhn]+(?:-[mhn]+)*")
+# Whisper spells a hum as letters ("M-H-M-H.", "MMHMHMMH", "m m h n m") or as "Huh?": a word of
+# nothing but m, h and n, or a "huh", is a hum, whatever the list says.
+_HUM: Final = re.compile(r"[mhn]+(?:-[mhn]+)*|h+u+h+")
+# ... and a laugh as its syllables ("Ha ha!", "Hehehehe", "Heh.", "Ahaha"): a word of two or
+# more h-vowel syllables, or one of the laughs that are no English word, is a laugh. "he",
+# "hi" and "ho" on their own stay words.
+_LAUGH: Final = re.compile(r"a?(?:h[aeiou]+)(?:-?h[aeiou]+)+h?|ha+h?|he+h|hee+|ah(?:ha)+h?")
+# Sound tags Whisper writes for what is not speech: "[Laughter]", "(coughs)", "*sighs*",
+# "♪". What they hold is never a word said.
+_TAG: Final = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|♪+")
 
 
-def classify(transcript: str, backchannels: tuple[str, ...]) -> Heard:
-    """`noise` when nothing was said, `backchannel` when every word belongs to an entry (entries
-    may span words: "i see") or is a hum, else `words`."""
-    words = [w for w in normalize_backchannel(transcript).split() if not _HUM.fullmatch(w)]
+def classify(
+    transcript: str, backchannels: tuple[str, ...], interrupt_words: tuple[str, ...] = ()
+) -> Heard:
+    """`urgent` when an interrupt entry is said (anywhere: "okay wait" is), else `backchannel`
+    when every word belongs to a backchannel entry (entries may span words: "i see") or is a
+    hum; `noise` when nothing was said but laughs and sound tags; else `words`."""
+    said = normalize_backchannel(_TAG.sub(" ", transcript)).split()
+    spoken = [w for w in said if not _LAUGH.fullmatch(w)]
+    words = [w for w in spoken if not _HUM.fullmatch(w)]
+    if any(_holds(words, entry.split()) for entry in interrupt_words):
+        return "urgent"
     if not words:
-        hummed = bool(normalize_backchannel(transcript).split())
-        return "backchannel" if hummed else "noise"
-    entries = [entry.split() for entry in backchannels]
-    # Can words[i:] be cut into entries? (a transcript is a handful of words: tiny DP)
+        return "backchannel" if spoken else "noise"
+    return "backchannel" if _cut_into(words, [entry.split() for entry in backchannels]) else "words"
+
+
+def _holds(words: list[str], entry: list[str]) -> bool:
+    """Whether `entry` occurs in `words` as whole consecutive words."""
+    n = len(entry)
+    return n > 0 and any(words[i : i + n] == entry for i in range(len(words) - n + 1))
+
+
+def _cut_into(words: list[str], entries: list[list[str]]) -> bool:
+    """Can `words` be cut into entries? (a transcript is a handful of words: tiny DP)"""
     fits = [False] * len(words) + [True]
     for i in range(len(words) - 1, -1, -1):
         fits[i] = any(words[i : i + len(e)] == e and fits[i + len(e)] for e in entries if e)
-    return "backchannel" if fits[0] else "words"
+    return fits[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +138,7 @@ class OverlapTracker:
         *,
         transcribe: bool,
         grace_ms: int = 150,
-        partial_every_ms: int = 200,
+        partial_every_ms: int = 100,
     ) -> None:
         self.policy = policy
         self.transcribe = transcribe
@@ -216,14 +243,17 @@ class OverlapTracker:
         self._in_flight = None
         if transcript is not None:
             self._transcript = transcript
-            self._heard = classify(transcript, self.policy.backchannels)
+            self._heard = classify(
+                transcript, self.policy.backchannels, self.policy.interrupt_words
+            )
             # One ask in flight at a time: the last ask is the one answered.
             self._heard_at_ms = self._asked_at_ms or 0
         elif self._reached:
             self._waited = True  # nothing will come: duration decides
         ask = self._ask() if self._part_from_ms is not None else None
         timers = self._cancel_grace() if self.heard != "nothing" or self._waited else ()
-        return OverlapStep(ask=ask, timers=timers, judge=self._reached)
+        # An interrupt word is judged at once; anything else from min_speech_ms on.
+        return OverlapStep(ask=ask, timers=timers, judge=self._reached or self._heard == "urgent")
 
     def stopped(self, speech_end_ms: int, chunk_end_ms: int, now_ms: int) -> OverlapStep:
         """The overlap's speech stopped (the chart held it): arm the resume timer."""

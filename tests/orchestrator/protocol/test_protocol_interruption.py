@@ -12,6 +12,7 @@ import pytest
 from orchestrator.protocol.client import SessionUpdate
 from orchestrator.protocol.session_config import (
     DEFAULT_BACKCHANNELS,
+    DEFAULT_INTERRUPT_WORDS,
     Interruption,
     ServerVad,
     SessionConfig,
@@ -66,6 +67,15 @@ def test_knobs_and_backchannels_are_normalised() -> None:
     assert rendered["interruption"]["mode"] == "pause"
 
 
+def test_interrupt_words_are_normalised_and_rendered() -> None:
+    vad = _vad({"mode": "pause", "interrupt_words": ["Wait!", "HOLD  on", "wait"]})
+    assert vad.policy.interrupt_words == ("wait", "hold on")
+    assert vad.policy.backchannels == DEFAULT_BACKCHANNELS
+    rendered: Any = msgspec.json.decode(msgspec.json.encode(vad))
+    assert rendered["interruption"]["interrupt_words"] == ["wait", "hold on"]
+    assert _vad({"mode": "pause"}).policy.interrupt_words == DEFAULT_INTERRUPT_WORDS
+
+
 def test_normalize_backchannel_drops_case_and_punctuation() -> None:
     assert normalize_backchannel("Mm-hmm.") == "mm-hmm"
     assert normalize_backchannel("Okay, okay!") == "okay okay"
@@ -87,6 +97,10 @@ PARAM = "session.audio.input.turn_detection.interruption"
         ({"backchannels": "yeah"}, f"{PARAM}.backchannels"),
         ({"backchannels": ["yeah", "!!"]}, f"{PARAM}.backchannels"),
         ({"backchannels": ["x" * 65]}, f"{PARAM}.backchannels[0]"),
+        ({"interrupt_words": "wait"}, f"{PARAM}.interrupt_words"),
+        ({"interrupt_words": ["wait", "?!"]}, f"{PARAM}.interrupt_words"),
+        ({"interrupt_words": ["stop"] * 257}, f"{PARAM}.interrupt_words"),
+        ({"interrupt_words": ["x" * 65]}, f"{PARAM}.interrupt_words[0]"),
         ("pause", PARAM),
     ],
 )

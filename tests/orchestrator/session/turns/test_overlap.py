@@ -3,7 +3,11 @@ mode."""
 
 from __future__ import annotations
 
-from orchestrator.protocol.session_config import DEFAULT_BACKCHANNELS, Interruption
+from orchestrator.protocol.session_config import (
+    DEFAULT_BACKCHANNELS,
+    DEFAULT_INTERRUPT_WORDS,
+    Interruption,
+)
 from orchestrator.session.actions import ArmTimer, CancelTimer
 from orchestrator.session.turns.overlap import OverlapTracker, classify
 
@@ -30,7 +34,7 @@ def test_speech_ms_is_voiced_time_summed_over_parts() -> None:
 
 
 def test_partials_every_200_ms_one_in_flight_stale_ignored() -> None:
-    t = OverlapTracker(POLICY, transcribe=True)
+    t = OverlapTracker(POLICY, transcribe=True, partial_every_ms=200)
     t.onset(0, 0)
     assert t.voiced(150, 0).ask is None
     first = t.voiced(200, 0).ask
@@ -84,7 +88,7 @@ def test_close_forgets_the_overlap_and_cancels_its_timers() -> None:
 def test_words_heard_before_min_speech_wait_for_a_fresher_partial() -> None:
     # "yeah" 200 ms in reads "You": words of a partial asked before min_speech_ms are not
     # judged while the one asked at min_speech_ms is on its way (within the grace).
-    t = OverlapTracker(POLICY, transcribe=True, grace_ms=150)
+    t = OverlapTracker(POLICY, transcribe=True, grace_ms=150, partial_every_ms=200)
     t.onset(0, 0)
     early = t.voiced(200, now_ms=200).ask
     assert early is not None
@@ -100,11 +104,11 @@ def test_words_heard_before_min_speech_wait_for_a_fresher_partial() -> None:
 
 
 def test_stale_words_decide_once_the_grace_is_over() -> None:
-    t = OverlapTracker(POLICY, transcribe=True, grace_ms=150)
+    t = OverlapTracker(POLICY, transcribe=True, grace_ms=150, partial_every_ms=200)
     t.onset(0, 0)
     early = t.voiced(200, now_ms=200).ask
     assert early is not None
-    t.transcribed(early, "Wait")
+    t.transcribed(early, "Tell")
     [grace] = t.voiced(400, now_ms=400).timers
     assert isinstance(grace, ArmTimer)
     assert t.grace_over(grace.token).judge
@@ -115,3 +119,39 @@ def test_a_hum_spelled_as_letters_is_a_backchannel() -> None:
     for hum in ("M-H-M-H.", "MMHMHMMH", "m m h n m", "Hmm, mhm"):
         assert classify(hum, DEFAULT_BACKCHANNELS) == "backchannel", hum
     assert classify("mm, but no", DEFAULT_BACKCHANNELS) == "words"
+
+
+def test_a_laugh_or_a_sound_tag_is_noise_not_words() -> None:
+    # Whisper writes a laugh as its syllables and non-speech as tags; none of it was said.
+    for laugh in ("Ha ha!", "Hehehehe", "Heh.", "Ahaha", "hahaha ha", "[Laughter]", "(coughs)"):
+        assert classify(laugh, DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS) == "noise", laugh
+    assert classify("Huh?", DEFAULT_BACKCHANNELS) == "backchannel", "a hum spelled huh"
+    assert classify("hi", DEFAULT_BACKCHANNELS) == "words", "one syllable is a word"
+    assert classify("Ha ha, tell me more", DEFAULT_BACKCHANNELS) == "words"
+
+
+def test_an_interrupt_word_anywhere_is_urgent() -> None:
+    words = DEFAULT_INTERRUPT_WORDS
+    for said in ("Wait.", "Okay, wait!", "No.", "Hold on a second", "Hello?", "Sorry, what?"):
+        assert classify(said, DEFAULT_BACKCHANNELS, words) == "urgent", said
+    assert classify("I know", DEFAULT_BACKCHANNELS, words) == "words", "whole words only"
+    assert classify("hold it", DEFAULT_BACKCHANNELS, words) == "words", "'hold on' is one entry"
+    assert classify("Yeah.", DEFAULT_BACKCHANNELS, words) == "backchannel"
+    assert classify("Wait.", DEFAULT_BACKCHANNELS, ()) == "words", "the list is the session's"
+
+
+def test_an_interrupt_word_is_judged_before_min_speech() -> None:
+    t = OverlapTracker(POLICY, transcribe=True)
+    t.onset(0, 0)
+    ask = t.voiced(100, now_ms=100).ask
+    assert ask is not None, "the first partial is asked 100 ms into the overlap"
+    step = t.transcribed(ask, "Wait!")
+    assert step.judge and t.facts().heard == "urgent" and t.speech_ms < POLICY.min_speech_ms
+
+
+def test_other_words_before_min_speech_are_not_judged() -> None:
+    t = OverlapTracker(POLICY, transcribe=True)
+    t.onset(0, 0)
+    ask = t.voiced(100, now_ms=100).ask
+    assert ask is not None
+    assert not t.transcribed(ask, "Tell me").judge

@@ -1,0 +1,39 @@
+"""bench/machine_load.py: a decision bench says how busy the machine was and whether its run
+counts."""
+
+from __future__ import annotations
+
+import os
+
+from bench import machine_load
+from bench.machine_load import Load, Mark
+
+
+def test_rule2_busy_seconds_read_every_state_but_idle_and_iowait() -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = f"cpu  {tick} 0 {tick} 9999 9999 0 0 0 0 0\ncpu0 1 2 3 4\n"
+    assert machine_load.busy_seconds(stat) == 2.0
+
+
+def test_rule2_other_work_is_the_machine_busy_time_less_the_bench_own() -> None:
+    before = Mark(0.0, busy_s=100.0, own_s=10.0, loadavg=(0.1, 0.1, 0.1))
+    after = Mark(10.0, busy_s=115.0, own_s=20.0, loadavg=(1.0, 0.5, 0.2))
+    load = Load(before, after)
+    assert load.own_cores == 1.0 and load.other_cores == 0.5
+    assert not load.quiet, "half a core of other work is not a quiet machine"
+    assert "does not count against the targets" in load.describe()
+
+
+def test_rule3_quiet_needs_a_low_load_before_and_little_other_work() -> None:
+    after = Mark(10.0, busy_s=120.0, own_s=29.0, loadavg=(1.9, 1.0, 0.5))
+    assert Load(Mark(0.0, 100.0, 10.0, (0.2, 0.1, 0.1)), after).quiet
+    assert not Load(Mark(0.0, 100.0, 10.0, (0.9, 0.1, 0.1)), after).quiet, "busy before"
+    assert "a quiet machine" in Load(Mark(0.0, 100.0, 10.0, (0.2, 0.1, 0.1)), after).describe()
+
+
+def test_a_real_mark_counts_this_process_cpu() -> None:
+    before = machine_load.mark()
+    sum(i * i for i in range(200_000))
+    after = machine_load.mark()
+    assert after.own_s >= before.own_s and after.busy_s >= before.busy_s
+    assert machine_load.lines(None) == []
