@@ -114,4 +114,4 @@ soak: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(CLIENTS_VENV) tests/clients/js/node_modules $(HUMAN)/node_modules \
-	  $(HUMAN)/wheels $(HUMAN_STAMP)
+	  $(HUMAN)/wheels $(HUMAN)/sdists $(HUMAN_STAMP)

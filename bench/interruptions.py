@@ -45,7 +45,7 @@ from bench.overlap_corpus import (
 )
 from bench.overlap_sessions import Mode, Outcome, Policy, run_items
 from bench.servers import RealtimeProcess
-from orchestrator.protocol.session_config import DEFAULT_INTERRUPT_WORDS
+from orchestrator.protocol.session_config import DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS
 from orchestrator.session.turns.overlap import classify
 
 HEADING = "## Interruptions"
@@ -364,6 +364,15 @@ def _explain(out: Outcome) -> str:
     return text + ")"
 
 
+def _resumed_over_words(out: Outcome) -> bool:
+    """A resume whose latest partial held words (not backchannels, hums or laughs)."""
+    if out.decision is None or out.decision.get("decision") != "resume":
+        return False
+    heard = out.decision.get("transcript")
+    words = classify(heard, DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS) if heard else ""
+    return words in ("words", "urgent")
+
+
 def _notes(measured: Measured) -> list[str]:
     notes = []
     for mode, outcomes in measured.outcomes.items():
@@ -397,6 +406,14 @@ def _notes(measured: Measured) -> list[str]:
         if measured.partials.get(mode) is not None and mode == "pause":
             line += f"; {measured.partials[mode].describe()}"
         notes.append(line + ".")
+        if mode == "pause":
+            worded = [o for o in outcomes if _resumed_over_words(o)]
+            if worded:
+                notes.append(
+                    "  - resumed though the partial held words (too short for min_speech_ms): "
+                    + "; ".join(_explain(o) for o in worded)
+                    + "."
+                )
         wrong = [o for o in outcomes if o.interrupted != _wanted(o)]
         if wrong and mode == "pause":
             notes.append(f"  - wrong decisions: {'; '.join(_explain(o) for o in wrong)}.")

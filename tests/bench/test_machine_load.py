@@ -24,10 +24,12 @@ def test_rule2_other_work_is_the_machine_busy_time_less_the_bench_own() -> None:
     assert "does not count against the targets" in load.describe()
 
 
-def test_rule3_quiet_needs_a_low_load_before_and_little_other_work() -> None:
+def test_rule3_quiet_is_little_other_work_whatever_the_load_average_before() -> None:
     after = Mark(10.0, busy_s=120.0, own_s=29.0, loadavg=(1.9, 1.0, 0.5))
-    assert Load(Mark(0.0, 100.0, 10.0, (0.2, 0.1, 0.1)), after).quiet
-    assert not Load(Mark(0.0, 100.0, 10.0, (0.9, 0.1, 0.1)), after).quiet, "busy before"
+    # A busy minute just before the run (a test suite) leaves the load average high.
+    assert Load(Mark(0.0, 100.0, 10.0, (0.9, 0.3, 0.1)), after).quiet
+    busy = Mark(10.0, busy_s=125.0, own_s=29.0, loadavg=(1.9, 1.0, 0.5))
+    assert not Load(Mark(0.0, 100.0, 10.0, (0.1, 0.1, 0.1)), busy).quiet, "0.6 cores of other work"
     assert "a quiet machine" in Load(Mark(0.0, 100.0, 10.0, (0.2, 0.1, 0.1)), after).describe()
 
 

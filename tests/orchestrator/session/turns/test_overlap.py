@@ -155,3 +155,15 @@ def test_other_words_before_min_speech_are_not_judged() -> None:
     ask = t.voiced(100, now_ms=100).ask
     assert ask is not None
     assert not t.transcribed(ask, "Tell me").judge
+
+
+def test_words_asked_within_one_period_of_min_speech_decide_without_waiting() -> None:
+    t = OverlapTracker(POLICY, transcribe=True, grace_ms=150)  # a partial every 100 ms
+    t.onset(0, 0)
+    for end in (100, 200, 300):
+        ask = t.voiced(end, now_ms=end).ask
+        assert ask is not None, end
+        t.transcribed(ask, "Tell me about")
+    step = t.voiced(400, now_ms=400)
+    assert step.judge and t.facts().heard == "words", "300 of 400 ms heard: no wait"
+    assert not any(isinstance(timer, ArmTimer) for timer in step.timers), "no grace armed"
