@@ -20,8 +20,8 @@ thread), on the 0.3-1.0 s prefixes: `asr` with PARTIAL against `asr_partial`, on
 time, 4 at once, and one at a time while `asr` transcribes 4 s turns back to back (what a
 partial queued behind before `asr_partial`).
 
-Run: `python -m bench.partial_asr [--utterances 80] [--triton]` (TURNTAKER_MODEL_THREADS: the
-in-process decode threads).
+Run: `python -m bench.partial_asr [--utterances 80] [--triton] [--write]` (`--write`: its
+section in docs/benchmarks.md; TURNTAKER_MODEL_THREADS: the in-process decode threads).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
-from bench import stats
+from bench import cli, machine_load, report, stats
 from bench.human_speech import decode_wav, round_robin, spans, utterances
 from turntaker_models.cascade.asr import (
     BASE_PARTIAL_UNSURE,
@@ -141,8 +141,7 @@ def decode(transcriber: Transcriber, clips: Sequence[Clip]) -> list[Decoded]:
 
 
 def _spread(values: Sequence[float]) -> str:
-    a = np.asarray(values, np.float64)
-    p10, p50, p90 = np.percentile(a, [10, 50, 90])
+    p10, p50, p90 = (stats.quantile(values, q) for q in (0.1, 0.5, 0.9))
     return f"{p50:.2f} ({p10:.2f}..{p90:.2f})"
 
 
@@ -291,22 +290,31 @@ def triton_latency(clips: list[Audio], turn: Audio) -> list[str]:
     return rows
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+HEADING = "## Partial transcripts (overlaps)"
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--utterances", type=int, default=80)
     parser.add_argument("--show", action="store_true", help="print every non-speech text")
     parser.add_argument("--triton", action="store_true", help="round trips through Triton only")
-    args = parser.parse_args(argv)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    if args.utterances < 1:
+        raise cli.Usage("--utterances: at least 1")
     settings = ModelSettings.from_env()
     speech = speech_prefixes(args.utterances)
+    lines = [HEADING, "", f"Command: `{command}`.", ""]
     if args.triton:
         clips = [c.audio for c in speech if c.prefix_s in TRITON_PREFIXES_S]
         long = [r.audio for r in utterances(RATE) if r.duration_s >= TURN_S]
         turn = np.ascontiguousarray(long[0][: int(TURN_S * RATE)], np.float32)
-        print(f"{len(clips)} partials of 0.3-1.0 s; {os.cpu_count()} cores")
-        print("\n".join(triton_latency(clips, turn)))
-        print(f"load average {os.getloadavg()[0]:.1f} at the end")
-        return
+        load_before = machine_load.mark()
+        rows = triton_latency(clips, turn)
+        load = machine_load.Load(load_before, machine_load.mark())
+        lines += [f"{len(clips)} partials of 0.3-1.0 s; {os.cpu_count()} cores.", ""]
+        lines += [*rows, "", *machine_load.lines(load)]
+        return cli.Outcome("\n".join(lines))
     other = non_speech()
     base = Transcriber(whisper_model_dir(settings.cache_dir), settings.threads)
     tiny = partial_transcriber(settings.threads)
@@ -314,27 +322,36 @@ def main(argv: Sequence[str] | None = None) -> None:
         "base": (BASE_PARTIAL_UNSURE, decode(base, speech), decode(base, other)),
         "tiny.en": (TINY_EN_PARTIAL_UNSURE, decode(tiny, speech), decode(tiny, other)),
     }
-    print(
+    lines += [
         f"{args.utterances} utterances x {len(PREFIXES_S)} prefixes, {len(other)} non-speech "
         f"clips; {settings.threads} thread(s), {os.cpu_count()} cores, load average "
-        f"{os.getloadavg()[0]:.1f}"
-    )
-    print()
-    print("\n".join(model_table(results)))
-    print()
+        f"{os.getloadavg()[0]:.1f}.",
+        "",
+        *model_table(results),
+        "",
+    ]
     base_unsure, _, base_other = results["base"]
     base_abstains = sum(not d.kept(base_unsure) for d in base_other) / len(base_other)
     _, tiny_speech, tiny_other = results["tiny.en"]
-    print("\n".join(grid(tiny_speech, tiny_other, base_abstains)))
+    lines += grid(tiny_speech, tiny_other, base_abstains)
     if args.show:
+        lines.append("")
         for model, (unsure, _, decoded) in results.items():
             for d in decoded:
-                print(
-                    f"{model:8} {d.clip.name:28} {d.clip.prefix_s or 'whole'!s:5} "
+                lines.append(
+                    f"    {model:8} {d.clip.name:28} {d.clip.prefix_s or 'whole'!s:5} "
                     f"ns={d.found.no_speech_prob:.2f} lp={d.found.logprob:.2f} "
                     f"kept={d.kept(unsure)!s:5} {d.found.text!r}"
                 )
+    return cli.Outcome("\n".join(lines))
+
+
+BENCH = cli.Bench("bench.partial_asr", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

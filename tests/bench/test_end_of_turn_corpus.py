@@ -169,7 +169,9 @@ def test_human_turns_are_whole_recordings_cut_at_a_word_gap(
 ) -> None:
     human = [it for it in corpus if it.origin == "human"]
     assert len(human) == 2 * PLAN.human_turns
-    assert {it.voice for it in human} == set(PACKAGES) - {"moonshine", "scsynth"}, (
+    # hedgewars and mfa serve the overlap corpus only (bench/overlap_corpus.py) so far.
+    not_turns = {"moonshine", "scsynth", "hedgewars", "mfa"}
+    assert {it.voice for it in human} == set(PACKAGES) - not_turns, (
         "every source of whole turns takes part"
     )
     for complete, paused in zip(human[::2], human[1::2], strict=True):
