@@ -90,6 +90,7 @@ bench: $(STAMP) $(HUMAN_STAMP)
 	$(BIN)/python -m bench.trio_bridge --rounds 3 --write
 	$(BIN)/python -m bench.realtime_latency --runs 10 --write
 	$(BIN)/python -m bench.load --warmup 4 --seconds 10 --write
+	$(BIN)/python -m bench.partial_asr --triton --utterances 40 --write
 	$(BIN)/python -m bench.interruptions --write
 	$(BIN)/python -m bench.end_of_turn --write
 	$(BIN)/python -m bench.echo --write

@@ -146,8 +146,9 @@ class Transcriber:
     """One Whisper model; `transcribe` is not thread-safe, so one caller at a time.
 
     `unsure`: the partial decode's thresholds, the model's own (see Unsure). `partial_only`:
-    every `partial` clip takes the fast decode, one longer than the window its latest
-    PARTIAL_WINDOW_S (`asr_partial`), rather than the full path."""
+    every clip is a partial, asked as one or not (`asr_partial` has no PARTIAL input), and
+    takes the fast decode, one longer than the window its latest PARTIAL_WINDOW_S, never the
+    full path."""
 
     def __init__(
         self,
@@ -174,6 +175,7 @@ class Transcriber:
         """The English transcript of one 16 kHz mono clip, whitespace stripped (`partial`: the
         fast greedy decode of the module docstring; otherwise a clip that fits the short window
         tries it first)."""
+        partial = partial or self.partial_only
         clip = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         if clip.shape[0] < MIN_SAMPLES:
             return ""

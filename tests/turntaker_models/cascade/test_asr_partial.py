@@ -106,3 +106,19 @@ def test_tiny_en_partial_takes_the_latest_window_of_a_long_clip(tiny: Transcribe
 def test_tiny_en_partial_of_silence_and_tiny_clips_is_empty(tiny: Transcriber) -> None:
     assert tiny.transcribe(np.zeros(RATE, np.float32), partial=True) == ""
     assert tiny.transcribe(np.zeros(10, np.float32), partial=True) == ""
+
+
+def test_tiny_en_every_clip_is_a_partial_asked_or_not(
+    tiny: Transcriber, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `asr_partial` has no PARTIAL input: a request without it must still take the fast decode
+    # (the full path's beam search cost 455 ms a partial through Triton instead of 41).
+    def full_path(*args: object, **kwargs: object) -> None:
+        raise AssertionError("asr_partial took the full decode")
+
+    monkeypatch.setattr(tiny, "_turn", full_path)
+    monkeypatch.setattr(tiny.model, "transcribe", full_path)
+    thanks = asterisk("auth-thankyou", RATE).audio
+    assert _words(tiny.transcribe(thanks)) == ["thank", "you"]
+    audio, lengths = np.concatenate([thanks, thanks]), np.array([len(thanks)] * 2)
+    assert [_words(t) for t in tiny.transcribe_all(audio, lengths)] == [["thank", "you"]] * 2
