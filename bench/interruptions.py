@@ -47,6 +47,7 @@ from bench.overlap_sessions import Mode, Outcome, Policy, run_items
 from bench.servers import RealtimeProcess
 from orchestrator.protocol.session_config import DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS
 from orchestrator.session.turns.overlap import classify
+from statecharts.vocabulary import Heard
 
 HEADING = "## Interruptions"
 # Classes whose rows are split further: non-speech by what the sound is (a hum, a laugh, a
@@ -238,16 +239,16 @@ def _row(mode: Mode, origin: Origin, kind: str, outcomes: list[Outcome]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _targets(pause: list[Outcome], min_speech_ms: int) -> list[str]:
+def _targets(pause: list[Outcome]) -> list[str]:
     lines = ["Targets (pause mode), per speech source:", ""]
     for origin in ORIGINS:
         mine = [o for o in pause if o.item.origin == origin]
         if mine:
-            lines += _targets_of(origin, mine, min_speech_ms)
+            lines += _targets_of(origin, mine)
     return [*lines, ""]
 
 
-def _targets_of(origin: Origin, pause: list[Outcome], min_speech_ms: int) -> list[str]:
+def _targets_of(origin: Origin, pause: list[Outcome]) -> list[str]:
     negatives = [o for o in pause if not _wanted(o)]
     positives = [o for o in pause if _wanted(o)]
     false = sum(o.interrupted for o in negatives) / max(1, len(negatives))
@@ -280,12 +281,20 @@ def interrupt_word_cell(median_ms: float) -> str:
     return f"{median_ms:.0f} ms, {'met' if median_ms <= INTERRUPT_WORD_TARGET_MS else 'MISSED'}"
 
 
-def _by_word(out: Outcome) -> bool:
-    """An interrupt decided by an interrupt word: its transcript holds one (the defaults)."""
-    if out.decision is None or out.decision.get("decision") != "interrupt":
-        return False
+def _heard(out: Outcome, decision: str) -> Heard | None:
+    """What the transcript of the item's `decision` ("interrupt" or "resume") says, by the
+    default lists; None for another decision or none, or no transcript."""
+    if out.decision is None or out.decision.get("decision") != decision:
+        return None
     heard = out.decision.get("transcript")
-    return isinstance(heard, str) and classify(heard, (), DEFAULT_INTERRUPT_WORDS) == "urgent"
+    if not isinstance(heard, str) or not heard:
+        return None
+    return classify(heard, DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS)
+
+
+def _by_word(out: Outcome) -> bool:
+    """An interrupt decided by an interrupt word: its transcript holds one."""
+    return _heard(out, "interrupt") == "urgent"
 
 
 def table(run: Run, measured: Measured, command: str) -> str:
@@ -340,15 +349,16 @@ def table(run: Run, measured: Measured, command: str) -> str:
                 if rows:
                     lines.append(_row(mode, origin, kind, rows))
                 split = PER_SOUND.get(kind)
-                for part in sorted({split(o.item) for o in rows}) if split else ():
-                    of_part = [o for o in rows if split is not None and split(o.item) == part]
-                    lines.append(_row(mode, origin, f"{kind}: {part}", of_part))
+                if split is not None:
+                    for part in sorted({split(o.item) for o in rows}):
+                        of_part = [o for o in rows if split(o.item) == part]
+                        lines.append(_row(mode, origin, f"{kind}: {part}", of_part))
             lines.append(_row(mode, origin, "all", mine))
     lines.append("")
     lines += machine_load.lines(measured.load)
     lines += _notes(measured)
     if "pause" in results:
-        lines += _targets(results["pause"], run.min_speech_ms)
+        lines += _targets(results["pause"])
         if measured.load is not None and not measured.load.quiet:
             lines += ["(Not a quiet machine: these verdicts do not count.)", ""]
     return "\n".join(lines)
@@ -366,11 +376,7 @@ def _explain(out: Outcome) -> str:
 
 def _resumed_over_words(out: Outcome) -> bool:
     """A resume whose latest partial held words (not backchannels, hums or laughs)."""
-    if out.decision is None or out.decision.get("decision") != "resume":
-        return False
-    heard = out.decision.get("transcript")
-    words = classify(heard, DEFAULT_BACKCHANNELS, DEFAULT_INTERRUPT_WORDS) if heard else ""
-    return words in ("words", "urgent")
+    return _heard(out, "resume") in ("words", "urgent")
 
 
 def _notes(measured: Measured) -> list[str]:
@@ -403,7 +409,7 @@ def _notes(measured: Measured) -> list[str]:
                 f"; the server's counters: {decided:.0f} decisions, {blind:.0f} without a "
                 f"transcript ({100 * blind / decided:.0f}%)"
             )
-        if measured.partials.get(mode) is not None and mode == "pause":
+        if mode == "pause" and mode in measured.partials:
             line += f"; {measured.partials[mode].describe()}"
         notes.append(line + ".")
         if mode == "pause":

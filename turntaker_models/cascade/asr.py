@@ -182,13 +182,12 @@ class Transcriber:
         # One NaN would poison every log-mel frame it touches; silence is the honest stand-in.
         clip = np.nan_to_num(clip, nan=0.0, posinf=0.0, neginf=0.0)
         window = PARTIAL_WINDOW_S * INPUT_SAMPLE_RATE
-        if partial and self.partial_only:
+        if self.partial_only:
             clip = clip[-window:]
         if clip.shape[0] <= window:
-            padded = np.pad(clip, (0, window - clip.shape[0]))
             if partial:
-                return self._partial(padded)
-            sure = self._turn(padded)
+                return self._partial(clip)
+            sure = self._turn(np.pad(clip, (0, window - clip.shape[0])))
             if sure is not None:
                 return sure
         found, _ = self.model.transcribe(
@@ -211,8 +210,8 @@ class Transcriber:
         # scores: the mean token log-probability (length_penalty 1).
         return PartialHypothesis(self._text(best), best.no_speech_prob, best.scores[0])
 
-    def _partial(self, window: Audio) -> str:
-        found = self.partial_hypothesis(window)
+    def _partial(self, clip: Audio) -> str:
+        found = self.partial_hypothesis(clip)
         if self.unsure.rejects(found.no_speech_prob, found.logprob):
             return ""
         return found.text
