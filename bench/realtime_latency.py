@@ -30,8 +30,14 @@ append):
   The other modes let each answer play out (its audio's length from the first delta, and
   `PLAYOUT_MARGIN_S`) before the next question, so the history holds whole answers.
 
-Run: `python -m bench.realtime_latency --runs 10 --write` (writes "## Realtime latency" in
-docs/benchmarks.md).
+Speech (`--speech`): `flite` asks flite slt's "What is the capital of France?" every time;
+`human` asks the human questions of asterisk's prompts (`HUMAN_QUESTIONS`, one US woman on a
+phone line, bench/human_speech.py) in turn, each cut to its spoken part and levelled to
+-20 dBFS active speech. Barge-ins are flite kal's "Stop, wait a moment." either way.
+
+Run: `python -m bench.realtime_latency --runs 10 [--speech human] --write` (writes
+"## Realtime latency" in docs/benchmarks.md; `--speech human`: "## Realtime latency (human
+questions)").
 """
 
 from __future__ import annotations
@@ -51,11 +57,15 @@ import numpy as np
 import numpy.typing as npt
 from websockets.sync.client import ClientConnection, connect
 
-from bench import cli, report, servers, stats
+from bench import cli, human_speech, machine_load, report, servers, stats
 from bench.end_of_turn_sessions import Config
 from bench.speech import flite_from_onset as flite_speech
 
 HEADING = "## Realtime latency"
+HUMAN_HEADING = "## Realtime latency (human questions)"
+# asterisk's prompts that are questions (core-sounds-en.txt: the ones ending in "?").
+HUMAN_QUESTIONS = ("vm-savefolder", "vm-changeto", "vm-login", "vm-incorrect-mailbox")
+ACTIVE_RMS = 0.1  # -20 dBFS over the spoken part
 RATE = 24000
 CHUNK = 480  # 20 ms
 SILENCE_MS = 500
@@ -267,10 +277,22 @@ def _response_id(event: dict[str, object]) -> str:
     return str(response["id"])
 
 
+def human_questions(rate: int = RATE) -> list[tuple[str, Audio]]:
+    """asterisk's question prompts (`HUMAN_QUESTIONS`): transcript and audio at `rate`, each
+    from its first spoken frame to its last, at -20 dBFS active speech."""
+    out = []
+    for name in HUMAN_QUESTIONS:
+        recording = human_speech.asterisk(name, rate)
+        audio = human_speech.spoken(recording.audio, rate)
+        audio = audio * (ACTIVE_RMS / human_speech.active_rms(audio, rate))
+        out.append((recording.transcript or name, np.clip(audio, -1, 1).astype(np.float32)))
+    return out
+
+
 def measure(
-    config: Config, runs: int, url: str, question: Audio, interruption: Audio
+    config: Config, runs: int, url: str, questions: Sequence[Audio], interruption: Audio
 ) -> ModeResult:
-    """One session of `runs` questions in `config`'s turn detection."""
+    """One session of `runs` questions (`questions` in turn) in `config`'s turn detection."""
     lead = np.zeros(int(0.3 * RATE), np.float32)
     result = ModeResult(config)
     barge_in = config == SERVER_VAD
@@ -283,10 +305,10 @@ def measure(
         refused = config.honoured_by(session if isinstance(session, dict) else {})
         if refused is not None:
             raise RuntimeError(f"{config.label}: {refused}")
-        for _ in range(runs):
+        for i in range(runs):
             client.send_audio_realtime(lead)
             client.forget()
-            turn = Turn(client.send_audio_realtime(question))
+            turn = Turn(client.send_audio_realtime(questions[i % len(questions)]))
             turn.first_audio, _ = client.silence_until("response.output_audio.delta")
             if math.isnan(client.seen("response.output_audio_transcript.delta")[0]):
                 client.silence_until("response.output_audio_transcript.delta")
@@ -319,31 +341,55 @@ def measure(
     return result
 
 
-def run(runs: int, pipeline: str, modes: Sequence[str], model_threads: int, command: str) -> str:
-    question = flite_speech(QUESTION, "slt")
+def run(
+    runs: int,
+    pipeline: str,
+    modes: Sequence[str],
+    model_threads: int,
+    command: str,
+    speech: str = "flite",
+) -> str:
+    if speech == "human":
+        asked = human_questions()
+        questions = [audio for _, audio in asked]
+        said = "asterisk's human questions " + ", ".join(repr(text) for text, _ in asked)
+    else:
+        questions, said = [flite_speech(QUESTION, "slt")], f"flite speech of {QUESTION!r}"
     interruption = flite_speech("Stop, wait a moment.", "kal")
+    before = machine_load.mark()
     results: list[ModeResult] = []
     with servers.realtime(pipeline, model_threads=model_threads) as server:
         for key in modes:
-            results.append(measure(MODES[key], runs, server.url, question, interruption))
-    return table(results, pipeline, command)
+            results.append(measure(MODES[key], runs, server.url, questions, interruption))
+    # After the servers have exited: their CPU time counts as the bench's own.
+    load = machine_load.Load(before, machine_load.mark())
+    heading = HUMAN_HEADING if speech == "human" else HEADING
+    return table(results, pipeline, command, said, heading, machine_load.lines(load))
 
 
 def _cell(values: Sequence[float], digits: int = 0) -> str:
     return report.median_p90(values, digits)
 
 
-def table(results: Sequence[ModeResult], pipeline: str, command: str) -> str:
+def table(
+    results: Sequence[ModeResult],
+    pipeline: str,
+    command: str,
+    said: str = f"flite speech of {QUESTION!r}",
+    heading: str = HEADING,
+    load: Sequence[str] = (),
+) -> str:
     """The section: the v1 figures of server_vad 500 ms (kept from the first version of this
     bench), then one row per mode with its time to first audio and every part of it."""
     ms = stats.ms
     lines = [
-        HEADING,
+        heading,
         "",
         f"Command: `{command}` ({os.cpu_count()} cores, CPU; Python {sys.version.split()[0]}; "
-        f"pipeline `{pipeline}`; one client per mode streaming flite speech of {QUESTION!r} "
+        f"pipeline `{pipeline}`; one client per mode streaming {said} "
         f"in real time, 20 ms appends; max_output_tokens {MAX_OUTPUT_TOKENS}).",
         "",
+        *load,
     ]
     plain = next((r for r in results if r.config == SERVER_VAD), None)
     if plain is not None:
@@ -382,8 +428,8 @@ def table(results: Sequence[ModeResult], pipeline: str, command: str) -> str:
         )
     lines += ["", "Answers heard (how many turns each; a barge-in cuts server_vad's short):", ""]
     for result in results:
-        said = Counter(t.answer for t in result.turns)
-        heard = "; ".join(f"{n}x {text!r}" for text, n in said.most_common())
+        counted = Counter(t.answer for t in result.turns)
+        heard = "; ".join(f"{n}x {text!r}" for text, n in counted.most_common())
         lines.append(f"- {result.config.label}: {heard}")
     lines.append("")
     return "\n".join(lines)
@@ -398,10 +444,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model-threads", type=int, default=1, help="threads of each Triton model process"
     )
+    parser.add_argument("--speech", default="flite", choices=["flite", "human"])
 
 
 def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
-    return cli.Outcome(run(args.runs, args.pipeline, args.modes, args.model_threads, command))
+    text = run(args.runs, args.pipeline, args.modes, args.model_threads, command, args.speech)
+    return cli.Outcome(text)
 
 
 BENCH = cli.Bench("bench.realtime_latency", __doc__, report.DOC, _arguments, _run)

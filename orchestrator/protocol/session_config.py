@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_INTERRUPT_WORDS",
     "EAGERNESS_LONGEST_WAIT_MS",
     "EAGERNESS_THRESHOLD",
+    "EAGERNESS_UNSURE_WAIT_MS",
     "PCM16",
     "PCMA",
     "PCMU",
@@ -166,6 +167,19 @@ EAGERNESS_THRESHOLD: Final[dict[Eagerness, float]] = {
 }
 
 
+# How long a pause may last when the sound and the words leave the end open (the sound's
+# probability under the threshold, the words not stopping mid-phrase): the turn ends there
+# unless the user speaks on. Chosen on human held turns (bench.turn_policy, docs/
+# benchmarks.md "End of turn: the sound and the words"); a pause whose words go on waits for
+# the longest wait instead.
+EAGERNESS_UNSURE_WAIT_MS: Final[dict[Eagerness, int]] = {
+    "low": 2500,
+    "medium": 1500,
+    "high": 800,
+    "auto": 1500,
+}
+
+
 class SemanticVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="semantic_vad"):
     """`semantic_vad` (v2, OpenAI's fields): a turn-completion model on the user's audio ends
     the turn at a pause, or the eagerness's longest wait does (docs/protocol.md).
@@ -200,6 +214,10 @@ class SemanticVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
     @property
     def completion_threshold(self) -> float:
         return EAGERNESS_THRESHOLD[self.eagerness]
+
+    @property
+    def unsure_wait_ms(self) -> int:
+        return EAGERNESS_UNSURE_WAIT_MS[self.eagerness]
 
     @property
     def idle_timeout_ms(self) -> int | None:

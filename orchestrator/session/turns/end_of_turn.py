@@ -1,30 +1,34 @@
 """Semantic end of turn: a turn-completion model's answers -> the turn is over, or not yet.
 
 `semantic_vad` (docs/protocol.md "Semantic end of turn and preemptive responses") ends the
-user's turn at a pause when the `turn` model (Smart Turn v3.2) says the turn is complete, not
-after a fixed silence. This module holds the rules; the caller owns the clock and the
-detector (numbers in, decisions out), asks the model (`PredictTurn`) and feeds the answers.
+user's turn at a pause when the sound and the words say the turn is complete, not after a
+fixed silence. This module holds the rules; the caller owns the clock and the detector
+(numbers in, decisions out), asks the model (`PredictTurn`) and the transcriber, and feeds
+the answers.
 
 Rules:
-- At each candidate pause (the detector's `VadPaused`) the model is asked once (`ask` gives
-  the request's token). An ask is current until speech resumes (`resumed`), the turn ends,
-  or a newer ask: an answer to any other token is stale and decides nothing.
-- A current answer whose completion probability is >= the eagerness's threshold ends the
-  turn (cause `model`); below it, the turn waits: for speech to resume, or for the longest
-  wait (the detector's own silence limit, `silence_duration_ms` of `SemanticVad`: cause
-  `timeout`).
-- Words (when there is a transcriber: `ask(with_words=True)`): the turn so far is also
-  transcribed (asr's fast partial decode), and the verdict waits for both answers. Words that
-  go on (`continues`: a trailing ellipsis, comma or dash, or a last word that does not end an
-  English sentence: an article, a preposition, a conjunction, a possessive, a filler) keep
-  the turn open whatever the probability: the user stopped mid-phrase ("a table for..."). A
-  transcript that failed or holds no words leaves the model alone to decide.
-- Outage: an answer with an error (the model is down or timed out) starts an outage; while
-  it lasts, the silence rule decides: the turn ends at `fallback_ms` (500, server_vad's
-  default) of silence (cause `fallback`), and a pause already that long ends it at once. The
-  first failure of an outage is told (`failed` returns True once); any good answer ends the
-  outage. Pauses go on being asked during an outage, so a recovered model is noticed.
-- Causes: `model`, `timeout`, `fallback`; server_vad's turns end by `silence`.
+1. At each candidate pause (the detector's `VadPaused`) the `turn` model (Smart Turn v3.2) is
+   asked once (`ask` gives the request's token), and, where there is a transcriber
+   (`ask(with_words=True)`), asr_partial's fast decode of the same audio. An ask is current
+   until speech resumes (`resumed`), the turn ends, or a newer ask: an answer to any other
+   token is stale and decides nothing.
+2. Every pause has a deadline from the moment it is asked: the eagerness's unsure wait
+   (`unsure_ms`, EAGERNESS_UNSURE_WAIT_MS). The caller's detector ends the turn at that much
+   silence (`silence_limit_ms`) unless an answer moves it, so a decision always arrives: if
+   the answers are not back by then (a loaded machine), the turn ends there (cause `late`).
+3. The verdict waits for every answer asked for, then scores the pause:
+   `turn_words.turn_score(probability, words_say(transcript))`. A score >= the eagerness's
+   threshold ends the turn now (cause `model`). Below it, words that go on (`continues`:
+   "a table for...", "uh") move the deadline to the longest wait (the detector's own
+   `silence_duration_ms`, cause `timeout`); otherwise the unsure wait stands (cause
+   `unsure`). A transcript that failed or holds no words leaves the sound alone to decide.
+4. Outage: an answer with an error (the model is down or timed out) starts an outage; while
+   it lasts, the silence rule decides: the turn ends at `fallback_ms` (500, server_vad's
+   default) of silence (cause `fallback`), and a pause already that long ends it at once. The
+   first failure of an outage is told (`failed` returns True once); any good answer ends the
+   outage. Pauses go on being asked during an outage, so a recovered model is noticed.
+5. Causes: `model`, `unsure`, `late`, `timeout`, `fallback`; server_vad's turns end by
+   `silence`.
 """
 
 from __future__ import annotations
@@ -32,11 +36,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["CONTINUATIONS", "FALLBACK_SILENCE_MS", "EndCause", "EndOfTurn", "Verdict", "continues"]
+from orchestrator.protocol.session_config import EAGERNESS_UNSURE_WAIT_MS
+from orchestrator.session.turns.turn_words import WordsSay, turn_score, words_say
+
+__all__ = [
+    "EAGERNESS_UNSURE_WAIT_MS",
+    "FALLBACK_SILENCE_MS",
+    "UNSURE_WAIT_MS",
+    "EndCause",
+    "EndOfTurn",
+    "Verdict",
+]
 
 FALLBACK_SILENCE_MS: Final = 500  # server_vad's silence_duration_ms default
+UNSURE_WAIT_MS: Final = EAGERNESS_UNSURE_WAIT_MS["medium"]
 
-EndCause = Literal["model", "timeout", "fallback", "silence"]
+EndCause = Literal["model", "unsure", "late", "timeout", "fallback", "silence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,24 +64,6 @@ class Verdict:
 
 _WAIT: Final = Verdict(False)
 
-# Last words after which an English sentence goes on (lower case).
-CONTINUATIONS: Final = frozenset(
-    "a an the my your our their his her its this these those "
-    "for to of in on at with from by about into onto over under between through without "
-    "and or but so because if than as "
-    "um uh er erm".split()
-)
-
-
-def continues(transcript: str) -> bool:
-    """Whether these words stop mid-phrase (see the rules above)."""
-    text = transcript.strip()
-    if text.endswith(("...", "…", ",", "-", "—")):
-        return True
-    words = [w.strip(".?!;:\"'()").lower() for w in text.split()]
-    words = [w for w in words if w]
-    return bool(words) and words[-1] in CONTINUATIONS
-
 
 class EndOfTurn:
     __slots__ = (
@@ -74,14 +71,22 @@ class EndOfTurn:
         "_down",
         "_fallback_ms",
         "_probability",
+        "_said",
         "_tokens",
         "_words",
         "_words_due",
         "threshold",
+        "unsure_ms",
     )
 
-    def __init__(self, threshold: float, fallback_ms: int = FALLBACK_SILENCE_MS) -> None:
+    def __init__(
+        self,
+        threshold: float,
+        fallback_ms: int = FALLBACK_SILENCE_MS,
+        unsure_ms: int = UNSURE_WAIT_MS,
+    ) -> None:
         self.threshold = threshold
+        self.unsure_ms = unsure_ms
         self._fallback_ms = fallback_ms
         self._tokens = 0
         self._current: int | None = None
@@ -90,6 +95,8 @@ class EndOfTurn:
         self._probability: float | None = None
         self._words: str | None = None
         self._words_due = False
+        # What the last decided pause's words said (None: no pause decided since speech).
+        self._said: WordsSay | None = None
 
     @property
     def down(self) -> bool:
@@ -101,9 +108,20 @@ class EndOfTurn:
         return self._fallback_ms
 
     @property
+    def pending(self) -> bool:
+        """A pause is asked and its answers are not all back."""
+        return self._current is not None
+
+    @property
     def silence_limit_ms(self) -> int | None:
-        """The silence that ends a turn whatever the model says, beyond the longest wait."""
-        return self._fallback_ms if self._down else None
+        """The silence that ends the turn now (None: the detector's longest wait). Rules 2-4."""
+        if self._down:
+            return self._fallback_ms
+        if self._current is not None:
+            return self.unsure_ms  # asked, not yet answered: the pause's deadline (rule 2)
+        if self._said is None or self._said == "continues":
+            return None  # no pause asked, or its words go on: the longest wait
+        return self.unsure_ms
 
     def ask(self, with_words: bool = False) -> int:
         """A candidate pause: the token of the model's request for it (and of its transcript,
@@ -113,11 +131,13 @@ class EndOfTurn:
         self._probability = None
         self._words = None
         self._words_due = with_words
+        self._said = None
         return self._current
 
     def resumed(self) -> None:
         """Speech resumed, or the turn ended: the ask in flight is stale."""
         self._current = None
+        self._said = None
 
     def answered(self, token: int, probability: float) -> Verdict:
         self._down = False  # any answer, current or stale, says the model is back
@@ -138,12 +158,12 @@ class EndOfTurn:
         if self._probability is None or self._words_due:
             return _WAIT  # an answer still to come
         self._current = None
+        said = words_say(self._words)
+        self._said = said
         # A NaN (a broken reply) fails the comparison: the turn waits.
-        if not self._probability >= self.threshold:
-            return _WAIT
-        if self._words is not None and continues(self._words):
-            return _WAIT
-        return Verdict(True, "model")
+        if turn_score(self._probability, said) >= self.threshold:
+            return Verdict(True, "model")
+        return _WAIT
 
     def failed(self, token: int) -> bool:
         """An ask failed; True when it starts an outage (the one to tell the client)."""
@@ -154,8 +174,14 @@ class EndOfTurn:
         return first
 
     def cause_of_silence_stop(self) -> EndCause:
-        """Why the detector's own silence rule ended a semantic turn."""
-        return "fallback" if self._down else "timeout"
+        """Why the detector's own silence rule ended a semantic turn (rules 2-5)."""
+        if self._down:
+            return "fallback"
+        if self._current is not None:
+            return "late"
+        if self._said is not None and self._said != "continues":
+            return "unsure"
+        return "timeout"
 
     def fallback_due(self, silence_ms: int) -> bool:
         """During an outage, a pause already `fallback_ms` long ends the turn at once."""

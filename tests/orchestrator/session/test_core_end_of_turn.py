@@ -93,15 +93,43 @@ def test_semantic_vad_waits_below_the_threshold_and_speech_resumes_the_turn() ->
     assert "input_audio_buffer.committed" in types(s.handle(TurnPrediction(again.token, 0.3)))
 
 
-def test_semantic_vad_longest_wait_ends_the_turn_with_cause_timeout() -> None:
-    """high's longest wait is 2 s of silence: the turn ends then whatever the model said."""
+def test_an_unsure_pause_ends_the_turn_at_the_unsure_wait() -> None:
+    """end_of_turn rule 3: the sound says not yet and no words go on: high's unsure wait
+    (800 ms of silence) ends the turn, cause `unsure`."""
     s = Session(SemanticVad(eagerness="high"))
     s.speak(640, 1.0)
     ask = s.pause()
     s.handle(TurnPrediction(ask.token, 0.01))
+    out, spoken = s.silence_until("input_audio_buffer.committed", 1200)
+    assert 800 - 320 <= spoken <= 800  # counted from the end of speech, not the pause
+    assert TurnEnded("unsure") in out.notes
+
+
+def test_words_that_go_on_wait_for_the_longest_wait_with_cause_timeout() -> None:
+    """end_of_turn rule 3: "a table for" keeps the turn open past the unsure wait, up to
+    high's longest wait (2 s of silence), whatever the sound says."""
+    s = Session(SemanticVad(eagerness="high"), transcriber=True)
+    s.speak(640, 1.0)
+    ask = s.pause()
+    [words] = [t for t in of(s.last, Transcribe) if t.purpose == "end_of_turn"]
+    s.handle(TurnPrediction(ask.token, 0.99))
+    assert not types(
+        s.handle(TranscriptReady("", "I'd like a table for", None, 0.8, "end_of_turn", words.token))
+    )
     out, spoken = s.silence_until("input_audio_buffer.committed", 2400)
-    assert 2000 - 320 <= spoken <= 2000  # counted from the end of speech, not the pause
+    assert 2000 - 320 <= spoken <= 2000
     assert TurnEnded("timeout") in out.notes
+
+
+def test_answers_not_back_by_the_unsure_wait_end_the_turn_as_late() -> None:
+    """end_of_turn rule 2: a decision always arrives: the model never answers, and the turn
+    ends at the unsure wait (medium: 1.5 s), cause `late`."""
+    s = Session(SemanticVad(eagerness="medium"))
+    s.speak(640, 1.0)
+    s.pause()
+    out, spoken = s.silence_until("input_audio_buffer.committed", 2000)
+    assert 1500 - 320 <= spoken <= 1500
+    assert TurnEnded("late") in out.notes
 
 
 def test_turn_model_outage_falls_back_to_the_silence_rule_with_one_error() -> None:

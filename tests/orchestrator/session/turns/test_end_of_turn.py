@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.protocol.session_config import EAGERNESS_THRESHOLD
 from orchestrator.session.turns.end_of_turn import (
     FALLBACK_SILENCE_MS,
+    UNSURE_WAIT_MS,
     EndOfTurn,
     Verdict,
-    continues,
 )
 
 END = Verdict(True, "model")
@@ -38,12 +37,31 @@ def test_current_answer_at_or_above_threshold_ends_with_cause_model() -> None:
         assert eot.answered(eot.ask(), probability) == END, probability
 
 
-def test_current_answer_below_threshold_waits() -> None:
-    """Rule: below the threshold, the turn waits (for speech or the longest wait)."""
+def test_current_answer_below_threshold_waits_for_the_unsure_wait() -> None:
+    """Rule 3: below the threshold, with no words that go on, the turn waits for speech or
+    the unsure wait (cause `unsure`)."""
     eot = EndOfTurn(0.5)
     assert eot.answered(eot.ask(), 0.49) == WAIT
     assert eot.answered(eot.ask(), 0.0) == WAIT
-    assert not eot.down and eot.silence_limit_ms is None
+    assert not eot.down and eot.silence_limit_ms == UNSURE_WAIT_MS
+    assert eot.cause_of_silence_stop() == "unsure"
+
+
+def test_an_asked_pause_has_the_unsure_wait_as_its_deadline() -> None:
+    """Rule 2: from the ask on, the turn ends at the unsure wait unless an answer moves it;
+    answers not back by then end it as `late` (a decision always arrives)."""
+    eot = EndOfTurn(0.5, unsure_ms=1200)
+    assert eot.silence_limit_ms is None  # nothing asked: the longest wait
+    token = eot.ask(with_words=True)
+    assert eot.pending and eot.silence_limit_ms == 1200
+    assert eot.cause_of_silence_stop() == "late"
+    eot.answered(token, 0.1)
+    assert eot.pending and eot.cause_of_silence_stop() == "late"  # the words are still due
+    eot.heard(token, "Book it for four.")
+    assert not eot.pending and eot.silence_limit_ms == 1200
+    assert eot.cause_of_silence_stop() == "unsure"
+    eot.resumed()
+    assert eot.silence_limit_ms is None
 
 
 def test_eagerness_thresholds_decide() -> None:
@@ -120,12 +138,12 @@ def test_silence_limit_is_fallback_during_an_outage() -> None:
 
 
 def test_a_good_answer_ends_the_outage() -> None:
-    """Rule: any good answer ends the outage (silence_limit_ms back to None), and the next
-    failure is a new outage, told again."""
+    """Rule: any good answer ends the outage (the silence limit back to the pause's own), and
+    the next failure is a new outage, told again."""
     eot = EndOfTurn(0.5)
     eot.failed(eot.ask())
     assert eot.answered(eot.ask(), 0.1) == WAIT
-    assert not eot.down and eot.silence_limit_ms is None
+    assert not eot.down and eot.silence_limit_ms == UNSURE_WAIT_MS
     assert eot.failed(eot.ask()) is True
 
 
@@ -135,7 +153,7 @@ def test_a_stale_good_answer_ends_the_outage_too() -> None:
     old = eot.ask()
     eot.failed(eot.ask())
     assert eot.answered(old, 0.9) == WAIT  # stale: decides nothing
-    assert not eot.down and eot.silence_limit_ms is None
+    assert not eot.down and eot.silence_limit_ms is None  # the failed ask is no pause
 
 
 def test_a_failure_makes_its_ask_stale() -> None:
@@ -177,15 +195,20 @@ def test_fallback_due_only_during_an_outage_and_at_fallback_ms() -> None:
     assert not eot.fallback_due(10_000)
 
 
-def test_cause_of_silence_stop_is_timeout_or_fallback() -> None:
-    """Rule: the detector's own silence rule ends a semantic turn by `timeout` (the longest
-    wait), or by `fallback` during an outage."""
+def test_cause_of_silence_stop_names_the_wait_that_ended_the_turn() -> None:
+    """Rule 5: the detector's own silence rule ends a semantic turn by `timeout` (the longest
+    wait: words that go on, or no pause asked), `unsure` (the unsure wait), `late` (the
+    answers not back by it), or `fallback` during an outage."""
     eot = EndOfTurn(0.5)
     assert eot.cause_of_silence_stop() == "timeout"
     eot.failed(eot.ask())
     assert eot.cause_of_silence_stop() == "fallback"
     eot.answered(eot.ask(), 0.2)
-    assert eot.cause_of_silence_stop() == "timeout"
+    assert eot.cause_of_silence_stop() == "unsure"
+    token = eot.ask(with_words=True)
+    eot.answered(token, 0.9)
+    eot.heard(token, "I would like a table for")
+    assert eot.cause_of_silence_stop() == "timeout" and eot.silence_limit_ms is None
 
 
 Step = tuple[str, int, float]
@@ -211,21 +234,25 @@ def test_only_the_current_ask_ends_a_turn_and_outages_are_told_once(
     current: int | None = None
     latest = 0
     down = False
+    decided = False  # a current answer came back since the last ask or resume
     for kind, back, probability in steps:
         token = latest + back
         if kind == "ask":
             latest = eot.ask()
             assert latest > token - back  # increasing
             current = latest
+            decided = False
         elif kind == "resumed":
             eot.resumed()
             current = None
+            decided = False
         elif kind == "answer":
             verdict = eot.answered(token, probability)
             ends = token == current and probability >= threshold
             assert verdict == (END if ends else WAIT)
             if token == current:
                 current = None
+                decided = True
             down = False
         else:
             assert eot.failed(token) is (not down)
@@ -233,34 +260,14 @@ def test_only_the_current_ask_ends_a_turn_and_outages_are_told_once(
                 current = None
             down = True
         assert eot.down is down
-        assert eot.silence_limit_ms == (FALLBACK_SILENCE_MS if down else None)
-        assert eot.cause_of_silence_stop() == ("fallback" if down else "timeout")
+        asked = current is not None or decided
+        limit = FALLBACK_SILENCE_MS if down else (UNSURE_WAIT_MS if asked else None)
+        assert eot.silence_limit_ms == limit
+        cause = "late" if current is not None else ("unsure" if decided else "timeout")
+        assert eot.cause_of_silence_stop() == ("fallback" if down else cause)
 
 
 # Words: a pause's transcript and the model's probability decide together.
-
-
-@pytest.mark.parametrize(
-    "words",
-    [
-        "I would like to book a table for",
-        "Please turn off the light in the",
-        "I want to go to the station and",
-        "Book it for my...",
-        "So, um",
-        "Let me think,",
-    ],
-)
-def test_words_that_go_on_are_a_continuation(words: str) -> None:
-    assert continues(words)
-
-
-@pytest.mark.parametrize(
-    "words",
-    ["What is the weather like in Paris today?", "Book a table for four.", "Yes, I can.", ""],
-)
-def test_words_that_end_are_not_a_continuation(words: str) -> None:
-    assert not continues(words)
 
 
 def test_with_words_the_verdict_waits_for_both_answers() -> None:
