@@ -93,6 +93,7 @@ bench: $(STAMP) $(HUMAN_STAMP)
 	$(BIN)/python -m bench.partial_asr --triton --utterances 40 --write
 	$(BIN)/python -m bench.interruptions --write
 	$(BIN)/python -m bench.end_of_turn --write
+	$(BIN)/python -m bench.turn_policy --write
 	$(BIN)/python -m bench.echo --write
 	$(BIN)/python -m bench.gpu_omni --weights tiny --write
 

@@ -8,10 +8,11 @@ end-of-turn model `turn`; or a running one, `--url`), the realtime server in its
 one `Config`; the server is asked first whether it takes it (a `session.update` it refuses
 with an `error`, or does not echo, is reported as refused and not run). Two tables:
 - decisions (pipeline `null`: its answers take no compute): `server_vad` 500 ms against
-  `semantic_vad` low / medium / high. Premature ends (paused items whose turn was committed
-  before its final speech segment ended: cut off at the pause; complete items too), commits
-  per paused turn (a cut-off one gives 2), commit latency (end of speech -> `committed`,
-  median / p90 ms) on complete turns and on paused turns that were not cut, complete turns
+  `semantic_vad` low / medium / high. Premature ends (held items, synthetic `paused` and human
+  `held` ones, whose turn was committed before its final speech segment ended: cut off at a
+  pause; complete items too), commits per held turn (a turn cut off once gives 2), commit
+  latency (end of speech -> `committed`, median / p90 ms) on complete turns and on held turns
+  that were not cut, complete turns
   judged late (committed more than `LATE_S` after their end of speech), and turns that waited
   for the mode's longest wait (8 / 4 / 2 s; client side), with the server's own decision
   counters (`turntaker_end_of_turn_decisions_total` by cause, read from /metrics before and
@@ -23,8 +24,8 @@ with an `error`, or does not echo, is reported as refused and not run). Two tabl
   responses dropped per turn (`turntaker_preemptive_responses_total` by outcome, from
   /metrics around the mode).
 The decision table's rows, and the targets, are per speech source: `synthetic` (flite and
-festival voices) and `human` (whole human prompts and sentences, and the same cut at a word
-gap: bench/human_speech.py) apart; the server's counters are the mode's, both sources
+festival voices) and `human` (real human turns with their real pauses, `held` or `complete`:
+bench/human_turns.py) apart; the server's counters are the mode's, both sources
 together. The first-audio table runs synthetic speech only (it measures latency, and each of
 its sessions costs a model's answer).
 Below the tables: the targets (met / MISSED) and, per mode and voice (a human item's voice is
@@ -32,7 +33,7 @@ its package), the premature ends and the late complete turns, so that a voice th
 end-of-turn model misjudges shows.
 
 Run: `python -m bench.end_of_turn --write` (writes "## End of turn" in docs/benchmarks.md);
-`--quick` runs four items per mode (CI).
+`--quick` runs six items per mode (CI).
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ CONFIGS = {c.key: c for c in (*DECISION_CONFIGS, *FIRST_AUDIO_CONFIGS)}
 PLAN = CorpusPlan()
 # One sentence per voice; synthetic only (module docstring).
 FIRST_AUDIO_PLAN = CorpusPlan(sentences=5, voices_per_sentence=1, human_turns=0)
-QUICK_PLAN = CorpusPlan(sentences=2, voices_per_sentence=1, human_turns=1)
+# Two human turns: one held, one complete (bench/end_of_turn_corpus.py, human_items).
+QUICK_PLAN = CorpusPlan(sentences=2, voices_per_sentence=1, human_turns=2)
 QUICK_FIRST_AUDIO_PLAN = CorpusPlan(sentences=2, voices_per_sentence=1, human_turns=0)
 # Answers: the null pipeline's chunks of 80 ms; the others' tokens. Short, so sessions end soon.
 MAX_OUTPUT_TOKENS = {"null": 4, "cascade": 16, "qwen3_omni": 16}
@@ -84,7 +86,7 @@ PREEMPTIVE_GAIN_MS = 300.0  # preemptive responses cut first audio by >= this (c
 # The server's counters, read from /metrics around each mode.
 DECISIONS = "turntaker_end_of_turn_decisions_total"
 PREEMPTIVE = "turntaker_preemptive_responses_total"
-CAUSES = ("model", "timeout", "fallback", "silence")
+CAUSES = ("model", "unsure", "late", "fallback", "silence")
 PREEMPTIVE_OUTCOMES = ("started", "used", "dropped")
 
 
@@ -111,8 +113,9 @@ class Run:
         if self.models:
             return self.models
         needed = [m for p in self.pipelines for m in needed_models(ServiceConfig(pipeline=p))]
-        # semantic_vad hears a pause's words through asr's fast decode, on the null pipeline too.
-        return tuple(dict.fromkeys([*needed, TURN_MODEL, "asr"]))
+        # semantic_vad hears a pause's words through asr_partial's fast decode (asr's with
+        # PARTIAL where it lacks it), on the null pipeline too.
+        return tuple(dict.fromkeys([*needed, TURN_MODEL, "asr", "asr_partial"]))
 
 
 def counters(server: RealtimeProcess) -> dict[str, float]:
@@ -227,6 +230,11 @@ def _of(outcomes: list[Outcome], kind: str) -> list[Outcome]:
     return [o for o in outcomes if o.item.kind == kind]
 
 
+def _held(outcomes: list[Outcome]) -> list[Outcome]:
+    """The turns that go on after a pause: synthetic `paused` and human `held` items."""
+    return [o for o in outcomes if o.item.held]
+
+
 def _latencies(outcomes: list[Outcome]) -> list[float]:
     return [lat for o in outcomes if (lat := o.commit_latency) is not None]
 
@@ -266,15 +274,15 @@ def _decision_rows(result: ModeResult) -> list[str]:
 def _decision_row(result: ModeResult, origin: Origin) -> str:
     config = result.config
     outcomes = [o for o in result.outcomes if o.item.origin == origin]
-    complete, paused = _of(outcomes, "complete"), _of(outcomes, "paused")
-    not_cut = [o for o in paused if not o.premature]
-    commits = [o.commits for o in paused]
+    complete, held = _of(outcomes, "complete"), _held(outcomes)
+    not_cut = [o for o in held if not o.premature]
+    commits = [o.commits for o in held]
     waited = _waited(outcomes, config)
     cells = [
         config.label,
         origin,
-        f"{len(complete)} + {len(paused)}",
-        report.share(sum(o.premature for o in paused), len(paused)),
+        f"{len(complete)} + {len(held)}",
+        report.share(sum(o.premature for o in held), len(held)),
         report.share(sum(o.premature for o in complete), len(complete)),
         f"{np.mean(commits):.2f}" if commits else "-",
         report.median_p90(_latencies(complete)),
@@ -298,7 +306,7 @@ def _first_audio_row(result: ModeResult) -> str:
     config, outcomes = result.config, result.outcomes
     if result.refused is not None:
         return "| " + " | ".join([result.pipeline, config.label, "refused", *["-"] * 6]) + " |"
-    complete, paused = _of(outcomes, "complete"), _of(outcomes, "paused")
+    complete, held = _of(outcomes, "complete"), _held(outcomes)
     counts, dropped = _preemptive(result.counters, len(outcomes), config)
     commit_to_audio = [
         o.first_audio[a] - c
@@ -308,11 +316,11 @@ def _first_audio_row(result: ModeResult) -> str:
     cells = [
         result.pipeline,
         config.label,
-        f"{len(complete)} + {len(paused)}",
+        f"{len(complete)} + {len(held)}",
         report.median_p90(_first_audio(complete)),
         report.median_p90(_first_audio([o for o in outcomes if not o.premature])),
         report.median_p90(commit_to_audio),
-        report.share(sum(o.premature for o in paused), len(paused)),
+        report.share(sum(o.premature for o in held), len(held)),
         counts,
         dropped,
     ]
@@ -370,8 +378,8 @@ def _targets_of(measured: Measured) -> list[str]:
     else:
 
         def cut(result: ModeResult) -> float:
-            paused = _of(result.outcomes, "paused")
-            return sum(o.premature for o in paused) / max(1, len(paused))
+            held = _held(result.outcomes)
+            return sum(o.premature for o in held) / max(1, len(held))
 
         b, s = cut(base), cut(semantic)
         lines.append(
@@ -432,13 +440,11 @@ def _per_voice(results: list[ModeResult]) -> list[str]:
             mine = [o for o in result.outcomes if o.item.voice == voice]
             if not mine:
                 continue
-            paused, complete = _of(mine, "paused"), _of(mine, "complete")
-            cut = sum(o.premature for o in paused)
+            held, complete = _held(mine), _of(mine, "complete")
+            cut = sum(o.premature for o in held)
             if mine[0].item.origin == "human":
                 voice = f"human/{voice}"
-            parts.append(
-                f"{voice} cut {cut}/{len(paused)}, late {len(_late(mine))}/{len(complete)}"
-            )
+            parts.append(f"{voice} cut {cut}/{len(held)}, late {len(_late(mine))}/{len(complete)}")
         lines.append(f"- {result.pipeline}, {result.config.label}: {'; '.join(parts)}.")
     return lines
 
@@ -491,16 +497,18 @@ def table(run: Run, measured: Measured, command: str) -> str:
         f"Decisions: pipeline `null`, {measured.items} items per mode, {run.parallel} sessions "
         "at a time.",
         "",
-        f"Human turns (bench/human_speech.py, licences in bench/README.md): {plan.human_turns} "
-        "whole human prompts and sentences (asterisk's prompts, pocketsphinx's LibriVox "
-        "sentences and commands, codec2's test sentences, pyannote's phone call; 1.5-5 s, no "
-        "300 ms pause inside), each as a `complete` turn and as a `paused` one: cut at a word "
-        "gap (the quietest 10 ms between 30% and 70% of it, below -30 dBFS) with a pause of the "
-        "same range put in. Rows per speech source; the server's counters are the mode's.",
+        f"Human turns (bench/human_turns.py, licences in bench/README.md): {plan.human_turns} "
+        "real user turns with their REAL pauses, nothing put in (mfa's spontaneous speech with "
+        "fillers and silences, asterisk's prompts, pocketsphinx's LibriVox sentences and "
+        "commands, codec2's test sentences, beckett's reading, pyannote's phone call), each one "
+        "item: `held` when a pause of 0.3 s or more lies inside it (the speaker went on: a "
+        "commit before its last speech segment ended cut it off), else `complete`; the two "
+        "classes take turns. Held turns in the table: synthetic `paused` and human `held` "
+        "items. Rows per speech source; the server's counters are the mode's.",
         "",
-        "| mode | speech | items (complete + paused) | paused turns cut off | "
-        "complete turns cut off | commits per paused turn | commit latency, complete | "
-        "commit latency, paused not cut | complete turns late | waited for the longest wait | "
+        "| mode | speech | items (complete + held) | held turns cut off | "
+        "complete turns cut off | commits per held turn | commit latency, complete | "
+        "commit latency, held not cut | complete turns late | waited for the longest wait | "
         "server decisions |",
         "|---|---|---:|---:|---:|---:|---|---|---:|---:|---|",
         *(row for r in measured.decisions for row in _decision_rows(r)),
@@ -509,14 +517,14 @@ def table(run: Run, measured: Measured, command: str) -> str:
     if measured.first_audio:
         lines += [
             f"First audio (synthetic speech): {first.sentences} sentences by one voice each, "
-            "complete and paused "
+            "complete and paused (held) "
             f"({measured.first_audio_items} items per mode), {run.first_audio_parallel} "
             "session at a time; answers of at most "
             f"{MAX_OUTPUT_TOKENS['cascade']} tokens; qwen3_omni on its tiny weights.",
             "",
-            "| pipeline | mode | items (complete + paused) | end of speech -> first audio, "
+            "| pipeline | mode | items (complete + held) | end of speech -> first audio, "
             "complete | end of speech -> first audio, not cut | committed -> first audio | "
-            "paused turns cut off | preemptive started / used / dropped | dropped per turn |",
+            "held turns cut off | preemptive started / used / dropped | dropped per turn |",
             "|---|---|---:|---|---|---|---:|---:|---:|",
             *(_first_audio_row(r) for r in measured.first_audio),
             "",
@@ -524,13 +532,13 @@ def table(run: Run, measured: Measured, command: str) -> str:
     lines += _targets(measured)
     voices = _per_voice([*measured.decisions, *measured.first_audio])
     if voices:
-        lines += ["Per voice (paused turns cut off, complete turns late):", "", *voices, ""]
+        lines += ["Per voice (held turns cut off, complete turns late):", "", *voices, ""]
     lines += ["Sessions:", "", *_notes([*measured.decisions, *measured.first_audio]), ""]
     return "\n".join(lines)
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="four items per mode (CI)")
+    parser.add_argument("--quick", action="store_true", help="six items per mode (CI)")
     parser.add_argument(
         "--url", help="a running Triton's gRPC HOST:PORT (with the pipelines' models and turn)"
     )

@@ -1,8 +1,9 @@
 """A labelled corpus of user turns for end-of-turn detection: complete turns and turns with a
-pause in the middle.
+pause in the middle (an inserted one for synthetic speech, real ones for human speech).
 
 Each item is one user turn that starts at sample 0 (its onset); the client streams room tone
-(`overlap_corpus.room_tone`) before, under and after it. Two classes, each a label:
+(`overlap_corpus.room_tone`) before, under and after it. Synthetic items are of two classes,
+each a label:
 - `complete`: a whole question or request ("What is the weather like in Paris today?",
   "Please turn off the light in the kitchen.", ...), spoken in one go: the turn ends where its
   speech ends, and only there;
@@ -35,42 +36,48 @@ inside some sentences, and a complete turn must have none); each sentence by
 (sentence, voice) as a complete and a paused item. Speech is cut to its spoken part
 (10 ms frames above an RMS of 0.02, both ends) and scaled to an active level of -20 dBFS.
 
-Human items (`origin` "human", bench/human_speech.py; `voice` is the package's key), next to
-the synthetic ones, `human_turns` recordings each as a complete and a paused item:
-- complete: a whole human prompt or sentence with its transcript (asterisk's prompts,
-  pocketsphinx's LibriVox sentences and commands, the phone call's utterances; codec2's
-  sentences, whose words are unknown), 1.5-5 s spoken, at least four words where the words
-  are known, with no 300 ms without speech inside it; the sources take turns;
-- paused: the same recording cut at a word gap, the quietest 10 ms window (an energy minimum
-  between two words, below 0.3 of the active level) between 30% and 70% of the spoken part
-  with at least 0.3 s of speech either side, and a seeded pause put in as for the synthetic
-  items. Nothing aligns words to the audio, so `before` and `after` stay empty.
-Human speech is cut to its spoken part (10 ms frames within 30 dB of the loudest) and scaled
-to the same active level.
+Human items (`origin` "human", bench/human_turns.py; `voice` is the package's key, the
+per-source rows' "human/<source>"), next to the synthetic ones: `human_turns` real user turns,
+each ONE item with its REAL pauses (nothing put in), onset at sample 0 and ending at its last
+speech (`HumanTurn.speech_end`):
+- held: a turn with at least one held pause of `HELD_PAUSE_S` (0.3 s) or more (the speaker
+  went on after it: mfa's spontaneous speech with its fillers and silences, asterisk's
+  multi-sentence prompts, beckett's short sentences); `segments` are the speech spans between
+  those pauses, so a commit before the final segment ends cut the turn off; `pauses` lists
+  them, and `pause_at` / `pause_len` give the longest;
+- complete: a turn without such a pause (shorter ones, word gaps and stop closures, may be
+  inside): one segment.
+The human turns' labels are bench/human_turns.py's (10 ms frames against a floor relative to
+the recording's own speech and noise, not `SPEECH_FLOOR`); their level is the same -20 dBFS.
+Held and complete items take turns (held first), each class in human_turns' order (the sources
+taking turns), so any `human_turns` of 2 or more holds both classes.
 
 Deterministic: the same `CorpusPlan` gives the same samples (flite and festival are
 deterministic, the human files fixed; each pause length comes from
-`numpy.random.default_rng([seed, i, voice])`, `[seed, 1000 + i]` for human items). Synthesis
+`numpy.random.default_rng([seed, i, voice])`). Synthesis
 goes through temporary files only; nothing is cached.
 """
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from bench import human_speech
+from bench import human_turns as human_turn_corpus
 from bench.speech import RATE, Audio, read_wav
 
-Kind = Literal["complete", "paused"]
+Kind = Literal["complete", "paused", "held"]
 Origin = Literal["synthetic", "human"]
-KINDS: tuple[Kind, ...] = ("complete", "paused")
+KINDS: tuple[Kind, ...] = ("complete", "paused", "held")
+# The classes whose turn goes on after a pause: a commit at the pause cuts it off.
+HELD_KINDS: tuple[Kind, ...] = ("paused", "held")
 ORIGINS: tuple[Origin, ...] = ("synthetic", "human")
 VOICES = ("slt", "kal16", "awb", "rms", "festival")
 # `|` is the planned word boundary of the pause; never a boundary next to punctuation.
@@ -93,11 +100,8 @@ SPOKEN_THRESHOLD = 0.02  # what `spoken_part` trims the synthesiser's own silenc
 SEARCH_S = 0.04  # how far from the engine's word boundary the cut may move
 FADE_S = 0.005
 FRAME_S = 0.01
-HUMAN_TURNS_MAX = 20
-HUMAN_SPOKEN_S = (1.5, 5.0)  # a complete human turn's spoken length
-HUMAN_GAP_SPAN = (0.3, 0.7)  # where in the turn a human cut may be
-HUMAN_GAP_EDGE_S = 0.3  # speech kept either side of a human cut
-HUMAN_GAP_RMS = 0.3 * SPEECH_RMS  # a word gap is quieter than this
+HUMAN_TURNS_MAX = 150
+HELD_PAUSE_S = 0.3  # a human turn with a real pause this long inside is a `held` item
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ class CorpusPlan:
     pauses_s: tuple[float, float] = (0.4, 1.2)
     seed: int = 21
     rate: int = RATE
-    human_turns: int = 8  # human recordings, each a complete and a paused item
+    human_turns: int = 80  # real human turns, each one `held` or `complete` item
 
     def __post_init__(self) -> None:
         if not 1 <= self.sentences <= len(SENTENCES):
@@ -132,18 +136,24 @@ class TurnItem:
     name: str
     kind: Kind
     text: str  # the whole sentence, without the `|`
-    voice: str  # a flite voice or "festival"
+    voice: str  # a flite voice or "festival"; a human item's package key ("mfa")
     audio: Audio
     rate: int
     speech_end: int  # end of the last 10 ms frame above SPEECH_FLOOR
     segments: tuple[tuple[int, int], ...]  # speech spans [start, end), in order
-    pause_at: int | None = None  # first sample of the inserted pause (paused items)
+    pause_at: int | None = None  # first sample of the (longest) pause, paused and held items
     pause_len: int = 0
     before: str = ""  # the words before the pause ("" for complete items)
     after: str = ""
     gap_rms: float | None = None  # the whole sentence's 10 ms RMS where it was cut
     origin: Origin = "synthetic"
-    recording: str = ""  # a human item's file in its package (human_speech.Recording.name)
+    recording: str = ""  # a human item's turn (human_turns.HumanTurn.name)
+    pauses: tuple[tuple[int, int], ...] = ()  # every mid-turn pause [start, end), in order
+
+    @property
+    def held(self) -> bool:
+        """A turn that goes on after a pause (`paused` or `held`)."""
+        return self.kind in HELD_KINDS
 
     @property
     def duration_s(self) -> float:
@@ -295,7 +305,8 @@ def _faded(audio: Audio, rate: int, out: bool) -> Audio:
 
 
 def build_corpus(plan: CorpusPlan = CorpusPlan()) -> tuple[TurnItem, ...]:
-    """Every item of `plan`: per sentence and voice, the complete item then the paused one."""
+    """Every item of `plan`: per sentence and voice, the complete item then the paused one;
+    then the human items."""
     items: list[TurnItem] = []
     rate = plan.rate
     for i, marked in enumerate(SENTENCES[: plan.sentences]):
@@ -319,83 +330,51 @@ def build_corpus(plan: CorpusPlan = CorpusPlan()) -> tuple[TurnItem, ...]:
                 _item("paused", text, voice, paused, rate, cut, pause_len, before, after, gap)
             )
     if plan.human_turns:
-        items += _human_items(plan)
+        items += human_items(plan)
     return tuple(items)
 
 
-def word_gap(audio: Audio, rate: int) -> int | None:
-    """The centre of the quietest 10 ms window of `audio` (spoken part, onset at 0) between
-    HUMAN_GAP_SPAN of it, at least HUMAN_GAP_EDGE_S from either end; None when even that
-    window is not quieter than HUMAN_GAP_RMS (no gap between words there)."""
-    half = int(rate * FRAME_S / 2)
-    edge = int(rate * HUMAN_GAP_EDGE_S)
-    lo = max(edge, int(len(audio) * HUMAN_GAP_SPAN[0]), half)
-    hi = min(len(audio) - edge, int(len(audio) * HUMAN_GAP_SPAN[1]), len(audio) - half)
-    if hi <= lo:
-        return None
-    power = np.concatenate([[0.0], np.cumsum(audio.astype(np.float64) ** 2)])
-    centres = np.arange(lo, hi + 1)
-    energy = power[centres + half] - power[centres - half]
-    best = int(centres[int(np.argmin(energy))])
-    return best if window_rms(audio, best, rate) < HUMAN_GAP_RMS else None
+def human_items(plan: CorpusPlan) -> list[TurnItem]:
+    """`plan.human_turns` real human turns (bench/human_turns.py) as items: `held` and
+    `complete` taking turns, held first, each in human_turns' order."""
+    held: list[TurnItem] = []
+    complete: list[TurnItem] = []
+    for turn in human_turn_corpus.human_turns(plan.rate):
+        item = human_item(turn)
+        (held if item.kind == "held" else complete).append(item)
+    mixed = [it for pair in zip(held, complete, strict=False) for it in pair]
+    n = min(len(held), len(complete))
+    mixed += held[n:] + complete[n:]
+    return mixed[: plan.human_turns]
 
 
-def human_turns(rate: int = RATE) -> tuple[tuple[human_speech.Recording, Audio, int], ...]:
-    """The human recordings that make turns, in order (the sources taking turns), each with
-    its spoken part at -20 dBFS active level and the sample of its word gap."""
-    out = []
-    for recording in human_speech.speech(rate):
-        text = recording.transcript
-        if recording.source == "moonshine" or (text is not None and len(text.split()) < 4):
-            continue  # read passages, not turns; or too short to hold a word gap
-        if text is not None and (text.startswith(".") or text.endswith("..")):
-            continue  # a prompt spoken as part of a longer one
-        audio = human_speech.spoken(recording.audio, rate)
-        if not HUMAN_SPOKEN_S[0] <= len(audio) / rate <= HUMAN_SPOKEN_S[1]:
-            continue
-        audio = audio * (SPEECH_RMS / human_speech.active_rms(audio, rate))
-        # Then the level as the synthetic items measure it (10 ms frames above -34 dBFS).
-        loud = frame_rms(audio, rate)
-        active = float(np.sqrt((loud[loud > SPOKEN_THRESHOLD] ** 2).mean()))
-        audio = np.asarray(np.clip(audio * (SPEECH_RMS / active), -1.0, 1.0), np.float32)
-        segments = speech_segments(audio, rate)
-        if len(segments) != 1:
-            continue  # a pause of its own inside: not one complete turn
-        # Onset and end where the labels put speech (frames above SPEECH_FLOOR).
-        audio = np.ascontiguousarray(audio[segments[0][0] : segments[0][1]])
-        cut = word_gap(audio, rate)
-        if cut is not None:
-            out.append((recording, audio, cut))
-    found = {id(r): (r, audio, cut) for r, audio, cut in out}
-    return tuple(found[id(r)] for r in human_speech.round_robin(tuple(r for r, _, _ in out)))
-
-
-def _human_items(plan: CorpusPlan) -> list[TurnItem]:
-    rate = plan.rate
-    items = []
-    for i, (recording, speech, cut) in enumerate(human_turns(rate)[: plan.human_turns]):
-        text, source = recording.transcript or "", recording.source
-        complete = _item("complete", text, source, speech, rate)
-        rng = np.random.default_rng([plan.seed, 1000 + i])
-        pause_len = round(rng.uniform(*plan.pauses_s) * 100) * rate // 100
-        parts = [
-            _faded(speech[:cut], rate, out=True),
-            np.zeros(pause_len, np.float32),
-            _faded(speech[cut:], rate, out=False),
-        ]
-        audio = np.concatenate(parts).astype(np.float32)
-        gap = window_rms(speech, cut, rate)
-        paused = _item("paused", text, source, audio, rate, cut, pause_len, gap_rms=gap)
-        items += [_human(complete, recording.name), _human(paused, recording.name)]
-    return items
-
-
-def _human(item: TurnItem, recording: str) -> TurnItem:
-    slug = "-".join("".join(c if c.isalnum() else " " for c in recording.lower()).split())
-    name = f"{item.kind}/human/{item.voice}/{slug}"
-    if item.pause_at is not None:
-        name += f"@{item.pause_s:.2f}s"
-    return replace(item, name=name, origin="human", recording=recording)
+def human_item(turn: human_turn_corpus.HumanTurn) -> TurnItem:
+    """One human turn as an item: from its onset to its last speech, its real pauses of
+    HELD_PAUSE_S or more splitting its segments."""
+    onset = turn.onset
+    audio = np.ascontiguousarray(turn.audio[onset : turn.speech_end])
+    segments = tuple((a - onset, b - onset) for a, b in turn.segments(HELD_PAUSE_S))
+    pauses = tuple((a, b) for (_, a), (b, _) in itertools.pairwise(segments))
+    kind: Kind = "held" if pauses else "complete"
+    longest = max(pauses, key=lambda p: p[1] - p[0], default=None)
+    slug = "-".join(
+        "".join(c if c.isalnum() else " " for c in turn.name.split("/", 1)[1].lower()).split()
+    )
+    return TurnItem(
+        name=f"{kind}/human/{turn.source}/{slug}",
+        kind=kind,
+        text=turn.transcript or "",
+        voice=turn.source,
+        audio=audio,
+        rate=turn.rate,
+        speech_end=segments[-1][1],
+        segments=segments,
+        pause_at=None if longest is None else longest[0],
+        pause_len=0 if longest is None else longest[1] - longest[0],
+        origin="human",
+        recording=turn.name,
+        pauses=pauses,
+    )
 
 
 def _item(
@@ -437,4 +416,5 @@ def _item(
         before=before,
         after=after,
         gap_rms=gap_rms,
+        pauses=() if pause_at is None else ((pause_at, pause_at + pause_len),),
     )

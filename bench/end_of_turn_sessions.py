@@ -13,14 +13,15 @@ What a session does (`run_item`), as a live client:
   `response.done`; or until the end of speech plus the mode's longest wait plus 1 s passes
   with no such commit, or the answer's deadline (`ANSWER_S` after that commit): timed out.
 Times are the client's `loop.time()`: event receipt times; for the item, the send times of
-the appends that hold its sample 0 (onset), the first sample of its pause, and its last
+the appends that hold its sample 0 (onset), the first sample of its (longest) pause, and its last
 speech sample (`TurnItem.speech_end`, the "end of speech").
 
 What an outcome says:
 - premature end: a `committed` received before the end of speech was sent, i.e. a commit of
-  audio before the final speech segment ended: the turn was cut off (at the mid-turn pause of
-  a `paused` item; any such commit counts, on either class);
-- commits: how many `committed` events the item's turn produced (a cut-off turn gives 2);
+  audio before the final speech segment ended: the turn was cut off (at a mid-turn pause of a
+  held item, synthetic `paused` or human `held`; any such commit counts, on every class);
+- commits: how many `committed` events the item's turn produced (a turn cut off once gives 2;
+  a human held turn cut at several of its pauses more);
 - commit latency: end of speech -> the first `committed` after it;
 - first audio: end of speech -> the first audio delta (`response.output_audio.delta`, or the
   beta `response.audio.delta`) of the response created after that commit.

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_BACKCHANNELS",
     "DEFAULT_INTERRUPT_WORDS",
     "EAGERNESS_LONGEST_WAIT_MS",
+    "EAGERNESS_SURE_WAIT_MS",
     "EAGERNESS_THRESHOLD",
     "EAGERNESS_UNSURE_WAIT_MS",
     "PCM16",
@@ -157,25 +158,29 @@ EAGERNESS_LONGEST_WAIT_MS: Final[dict[Eagerness, int]] = {
     "high": 2000,
     "auto": 4000,
 }
-# The completion probability (Smart Turn's) at which the turn is over: a low eagerness waits
-# for a surer answer; medium is Smart Turn's own 0.5.
+# semantic_vad's three numbers per eagerness (end_of_turn.py rules 2-3): the score (Smart
+# Turn's completion probability with the words' say) at which a pause is judged an end; the
+# silence such a sure pause must still reach (people pause between two sentences of one
+# turn, and Smart Turn calls the first one complete); and the silence that ends a pause left
+# open. Chosen on human held turns by `python -m bench.turn_policy` (docs/benchmarks.md "End
+# of turn: the sound and the words"): the lowest mean commit latency with at most 5% (low),
+# 10% (medium) and 20% (high) of held turns cut off.
 EAGERNESS_THRESHOLD: Final[dict[Eagerness, float]] = {
-    "low": 0.75,
-    "medium": 0.5,
-    "high": 0.25,
-    "auto": 0.5,
+    "low": 0.65,
+    "medium": 0.85,
+    "high": 0.85,
+    "auto": 0.85,
 }
-
-
-# How long a pause may last when the sound and the words leave the end open (the sound's
-# probability under the threshold, the words not stopping mid-phrase): the turn ends there
-# unless the user speaks on. Chosen on human held turns (bench.turn_policy, docs/
-# benchmarks.md "End of turn: the sound and the words"); a pause whose words go on waits for
-# the longest wait instead.
+EAGERNESS_SURE_WAIT_MS: Final[dict[Eagerness, int]] = {
+    "low": 1000,
+    "medium": 600,
+    "high": 500,
+    "auto": 600,
+}
 EAGERNESS_UNSURE_WAIT_MS: Final[dict[Eagerness, int]] = {
-    "low": 2500,
+    "low": 2000,
     "medium": 1500,
-    "high": 800,
+    "high": 1100,
     "auto": 1500,
 }
 
@@ -214,6 +219,10 @@ class SemanticVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
     @property
     def completion_threshold(self) -> float:
         return EAGERNESS_THRESHOLD[self.eagerness]
+
+    @property
+    def sure_wait_ms(self) -> int:
+        return EAGERNESS_SURE_WAIT_MS[self.eagerness]
 
     @property
     def unsure_wait_ms(self) -> int:

@@ -58,9 +58,9 @@ class Metrics:
         )
         self.end_of_turn = Counter(
             "turntaker_end_of_turn_decisions",
-            "User turns ended by VAD turn detection, by cause (semantic_vad: model, unsure, "
-            "late (its answers not back by the unsure wait), timeout (the longest wait), "
-            "fallback; server_vad: silence)",
+            "User turns ended by VAD turn detection, by cause (semantic_vad: model (a sure "
+            "pause), unsure, late (its answers not back by the unsure wait), fallback; "
+            "server_vad: silence)",
             ["cause"],
             registry=r,
         )

@@ -163,6 +163,7 @@ class Turns:
         if isinstance(vad, SemanticVad):
             self.end_of_turn.threshold = vad.completion_threshold
             self.end_of_turn.unsure_ms = vad.unsure_wait_ms
+            self.end_of_turn.sure_ms = vad.sure_wait_ms
             self.input.limit_silence(self.end_of_turn.silence_limit_ms)
         else:
             self.input.limit_silence(None)
@@ -265,7 +266,8 @@ class Turns:
             if self.end_of_turn.fallback_due(self.input.silence_ms):
                 yield from self._end_turn("fallback")
             return
-        verdict = self.end_of_turn.answered(answer.token, answer.probability)
+        silence = self.input.silence_ms
+        verdict = self.end_of_turn.answered(answer.token, answer.probability, silence)
         self.input.limit_silence(self.end_of_turn.silence_limit_ms)
         if verdict.end and verdict.cause is not None:
             yield from self._end_turn(verdict.cause)
@@ -273,7 +275,7 @@ class Turns:
     def turn_heard(self, ready: TranscriptReady) -> Iterator[TurnAsk]:
         if not self._semantic:
             return
-        verdict = self.end_of_turn.heard(ready.token, ready.transcript)
+        verdict = self.end_of_turn.heard(ready.token, ready.transcript, self.input.silence_ms)
         self.input.limit_silence(self.end_of_turn.silence_limit_ms)
         if verdict.end and verdict.cause is not None:
             yield from self._end_turn(verdict.cause)

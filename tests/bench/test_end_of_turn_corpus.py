@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench import human_turns
 from bench.end_of_turn_corpus import (
     FADE_S,
-    HUMAN_GAP_RMS,
-    HUMAN_GAP_SPAN,
-    HUMAN_SPOKEN_S,
+    HELD_PAUSE_S,
+    HUMAN_TURNS_MAX,
     SENTENCES,
     SPEECH_FLOOR,
     SPEECH_RMS,
@@ -32,14 +32,22 @@ def corpus() -> tuple[TurnItem, ...]:
 
 
 def _pairs(corpus: tuple[TurnItem, ...]) -> list[tuple[TurnItem, TurnItem]]:
-    return list(zip(corpus[::2], corpus[1::2], strict=True))
+    """The synthetic items, each complete one with its paused twin."""
+    synthetic = [it for it in corpus if it.origin == "synthetic"]
+    return list(zip(synthetic[::2], synthetic[1::2], strict=True))
+
+
+def _human(corpus: tuple[TurnItem, ...]) -> list[TurnItem]:
+    return [it for it in corpus if it.origin == "human"]
 
 
 def test_every_sentence_and_voice_is_a_complete_and_a_paused_item(
     corpus: tuple[TurnItem, ...],
 ) -> None:
-    assert len(corpus) == (PLAN.sentences * PLAN.voices_per_sentence + PLAN.human_turns) * 2
+    synthetic_count = PLAN.sentences * PLAN.voices_per_sentence * 2
+    assert len(corpus) == synthetic_count + PLAN.human_turns
     assert len({it.name for it in corpus}) == len(corpus), "item names must be unique"
+    assert all(it.origin == "synthetic" for it in corpus[:synthetic_count])
     for complete, paused in _pairs(corpus):
         assert (complete.kind, paused.kind) == ("complete", "paused")
         assert (complete.text, complete.voice) == (paused.text, paused.voice)
@@ -73,18 +81,11 @@ def test_a_paused_item_is_its_complete_twin_with_silence_put_in_at_a_word_gap(
         # that holds the cut may reach into the pause).
         assert paused.gap_rms is not None and paused.gap_rms < 0.3 * SPEECH_RMS, paused.name
         (_, head_end), (tail_start, _) = paused.segments
-        # A human word gap may be silent for up to 0.3 s of its own (no longer: a complete
-        # turn has no 300 ms without speech), and the cut lies at its quietest point.
-        reach_s = 0.15 if paused.origin == "synthetic" else 0.3
-        frame, reach = paused.rate // 100, int(reach_s * paused.rate)
+        frame, reach = paused.rate // 100, int(0.15 * paused.rate)
         assert at - reach <= head_end < at + frame, paused.name
         assert at + n - frame < tail_start <= at + n + reach, paused.name
         assert 0.25 <= at / len(complete.audio) <= 0.85, f"{paused.name}: not inside the turn"
-        assert paused.origin == complete.origin and paused.recording == complete.recording
-        if paused.origin == "human":
-            # No alignment says which words fall either side of a human cut.
-            assert paused.before == paused.after == "", paused.name
-            continue
+        assert paused.pauses == ((at, at + n),) and paused.held and not complete.held
         assert paused.before and paused.after
         assert f"{paused.before} {paused.after}" == paused.text
 
@@ -93,15 +94,19 @@ def test_complete_items_have_no_pause(corpus: tuple[TurnItem, ...]) -> None:
     for item in corpus:
         if item.kind == "complete":
             assert item.pause_at is None and item.pause_len == 0 and item.gap_rms is None
-            assert len(item.segments) == 1, item.name
-            # No 300 ms without speech anywhere inside it (not even the engine's own phrasing).
-            assert len(speech_segments(item.audio, item.rate)) == 1, item.name
+            assert len(item.segments) == 1 and item.pauses == (), item.name
+            if item.origin == "synthetic":
+                # No 300 ms without speech anywhere inside it (not even the engine's own
+                # phrasing). A human turn's own labels say so (bench/human_turns.py).
+                assert len(speech_segments(item.audio, item.rate)) == 1, item.name
 
 
 def test_labels_say_where_speech_ends_and_where_each_segment_is(
     corpus: tuple[TurnItem, ...],
 ) -> None:
     for item in corpus:
+        if item.origin == "human":
+            continue  # its labels are bench/human_turns.py's: the next test
         frame = item.rate // 100
         rms = frame_rms(item.audio, item.rate)
         last = item.speech_end // frame - 1
@@ -161,29 +166,48 @@ def test_a_plan_beyond_the_lists_is_refused() -> None:
     with pytest.raises(ValueError):
         CorpusPlan(rate=22050 + 1)
     with pytest.raises(ValueError):
-        CorpusPlan(human_turns=99)
+        CorpusPlan(human_turns=HUMAN_TURNS_MAX + 1)
 
 
-def test_human_turns_are_whole_recordings_cut_at_a_word_gap(
+def test_human_items_are_real_turns_with_their_real_pauses(
     corpus: tuple[TurnItem, ...],
 ) -> None:
-    human = [it for it in corpus if it.origin == "human"]
-    assert len(human) == 2 * PLAN.human_turns
-    # hedgewars and mfa serve the overlap corpus only (bench/overlap_corpus.py) so far.
-    not_turns = {"moonshine", "scsynth", "hedgewars", "mfa"}
-    assert {it.voice for it in human} == set(PACKAGES) - not_turns, (
-        "every source of whole turns takes part"
+    human = _human(corpus)
+    assert len(human) == PLAN.human_turns
+    turns = {t.name: t for t in human_turns.human_turns(PLAN.rate)}
+    # hedgewars and scsynth serve the overlap corpus only (bench/overlap_corpus.py).
+    assert {it.voice for it in human} == set(PACKAGES) - {"scsynth", "hedgewars"}, (
+        "every source of human turns takes part"
     )
-    for complete, paused in zip(human[::2], human[1::2], strict=True):
-        assert complete.voice in PACKAGES and complete.recording, complete.name
-        assert complete.name.startswith(f"complete/human/{complete.voice}/")
-        assert paused.name.startswith(f"paused/human/{paused.voice}/")
-        assert HUMAN_SPOKEN_S[0] <= complete.duration_s <= HUMAN_SPOKEN_S[1] + 0.01
-        assert paused.pause_at is not None
-        # Between 30% and 70% of the turn, at an energy minimum well below the speech level.
-        where = paused.pause_at / len(complete.audio)
-        assert HUMAN_GAP_SPAN[0] - 0.01 <= where <= HUMAN_GAP_SPAN[1] + 0.01, paused.name
-        assert paused.gap_rms is not None and paused.gap_rms < HUMAN_GAP_RMS, paused.name
-    texts = [it.text for it in human if it.kind == "complete" and it.text]
-    assert len(texts) >= PLAN.human_turns // 2, "most human turns carry their transcript"
-    assert all(len(t.split()) >= 4 for t in texts)
+    kinds = [it.kind for it in human]
+    assert set(kinds) == {"held", "complete"} and kinds[:2] == ["held", "complete"]
+    assert kinds.count("held") >= 20, "every held human turn is in the default plan"
+    for item in human:
+        turn = turns[item.recording]
+        assert item.voice == turn.source and item.text == (turn.transcript or "")
+        assert item.name.startswith(f"{item.kind}/human/{item.voice}/")
+        # Onset at 0, to the turn's last speech: its real audio, nothing put in or cut out.
+        assert np.array_equal(item.audio, turn.audio[turn.onset : turn.speech_end]), item.name
+        assert item.speech_end == len(item.audio) == item.final_segment[1]
+        assert item.segments[0][0] == 0
+        long = [p for p in turn.held if p.seconds >= HELD_PAUSE_S]
+        assert len(item.segments) == len(long) + 1 and len(item.pauses) == len(long)
+        assert item.held == bool(long) == (item.kind == "held"), item.name
+        for (a, b), pause in zip(item.pauses, long, strict=True):
+            assert (a, b) == (pause.start - turn.onset, pause.end - turn.onset)
+        for (_, end), (start, _) in zip(item.segments, item.segments[1:], strict=False):
+            assert (end, start) in item.pauses
+            # The pause is quiet: no frame within 8 dB of the speech level.
+            rms = frame_rms(item.audio[end:start], item.rate)
+            assert rms.max() < 0.4 * SPEECH_RMS, item.name
+        if item.pauses:
+            longest = max(item.pauses, key=lambda p: p[1] - p[0])
+            assert (item.pause_at, item.pause_len) == (longest[0], longest[1] - longest[0])
+    held = [it for it in human if it.kind == "held"]
+    assert max(it.pause_s for it in held) >= 1.5, "mfa's long spontaneous pauses are there"
+    assert sum(it.text != "" for it in human) >= len(human) - 7, "most carry a transcript"
+
+
+def test_the_quick_plans_human_turns_are_one_held_and_one_complete() -> None:
+    human = _human(build_corpus(CorpusPlan(sentences=1, voices_per_sentence=1, human_turns=2)))
+    assert [it.kind for it in human] == ["held", "complete"]

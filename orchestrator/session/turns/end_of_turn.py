@@ -13,22 +13,26 @@ Rules:
    until speech resumes (`resumed`), the turn ends, or a newer ask: an answer to any other
    token is stale and decides nothing.
 2. Every pause has a deadline from the moment it is asked: the eagerness's unsure wait
-   (`unsure_ms`, EAGERNESS_UNSURE_WAIT_MS). The caller's detector ends the turn at that much
-   silence (`silence_limit_ms`) unless an answer moves it, so a decision always arrives: if
-   the answers are not back by then (a loaded machine), the turn ends there (cause `late`).
+   (`unsure_ms`). The caller's detector ends the turn at that much silence
+   (`silence_limit_ms`) unless an answer moves it, so a decision always arrives: if the
+   answers are not back by then (a loaded machine), the turn ends there (cause `late`).
 3. The verdict waits for every answer asked for, then scores the pause:
-   `turn_words.turn_score(probability, words_say(transcript))`. A score >= the eagerness's
-   threshold ends the turn now (cause `model`). Below it, words that go on (`continues`:
-   "a table for...", "uh") move the deadline to the longest wait (the detector's own
-   `silence_duration_ms`, cause `timeout`); otherwise the unsure wait stands (cause
+   `turn_words.turn_score(probability, words_say(transcript))` (words that go on score 0, a
+   finished sentence lifts the sound's probability). A score >= the eagerness's threshold
+   makes the pause *sure*: the turn ends once the silence reaches the sure wait (`sure_ms`;
+   at once if it already has; cause `model`). Below it the unsure wait stands (cause
    `unsure`). A transcript that failed or holds no words leaves the sound alone to decide.
+   Why a sure pause still waits: people pause between two sentences of one turn, and Smart
+   Turn calls the first one complete (bench.turn_policy: asterisk's held pauses score 0.94
+   median); a short wait outlasts most such pauses and costs every real end the same.
 4. Outage: an answer with an error (the model is down or timed out) starts an outage; while
    it lasts, the silence rule decides: the turn ends at `fallback_ms` (500, server_vad's
    default) of silence (cause `fallback`), and a pause already that long ends it at once. The
    first failure of an outage is told (`failed` returns True once); any good answer ends the
    outage. Pauses go on being asked during an outage, so a recovered model is noticed.
-5. Causes: `model`, `unsure`, `late`, `timeout`, `fallback`; server_vad's turns end by
-   `silence`.
+5. Causes: `model`, `unsure`, `late`, `fallback`; server_vad's turns end by `silence`. The
+   detector's longest wait (`silence_duration_ms`, OpenAI's 8 / 4 / 2 s) is only a ceiling:
+   every asked pause ends sooner.
 """
 
 from __future__ import annotations
@@ -37,21 +41,14 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from orchestrator.protocol.session_config import EAGERNESS_UNSURE_WAIT_MS
-from orchestrator.session.turns.turn_words import WordsSay, turn_score, words_say
+from orchestrator.session.turns.turn_words import turn_score, words_say
 
-__all__ = [
-    "EAGERNESS_UNSURE_WAIT_MS",
-    "FALLBACK_SILENCE_MS",
-    "UNSURE_WAIT_MS",
-    "EndCause",
-    "EndOfTurn",
-    "Verdict",
-]
+__all__ = ["FALLBACK_SILENCE_MS", "UNSURE_WAIT_MS", "EndCause", "EndOfTurn", "Verdict"]
 
 FALLBACK_SILENCE_MS: Final = 500  # server_vad's silence_duration_ms default
 UNSURE_WAIT_MS: Final = EAGERNESS_UNSURE_WAIT_MS["medium"]
 
-EndCause = Literal["model", "unsure", "late", "timeout", "fallback", "silence"]
+EndCause = Literal["model", "unsure", "late", "fallback", "silence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +63,19 @@ _WAIT: Final = Verdict(False)
 
 
 class EndOfTurn:
+    """`sure_ms` 0 (the default) ends a sure pause at once; the session sets the eagerness's."""
+
     __slots__ = (
         "_current",
+        "_decided",
         "_down",
         "_fallback_ms",
         "_probability",
-        "_said",
+        "_sure",
         "_tokens",
         "_words",
         "_words_due",
+        "sure_ms",
         "threshold",
         "unsure_ms",
     )
@@ -84,9 +85,11 @@ class EndOfTurn:
         threshold: float,
         fallback_ms: int = FALLBACK_SILENCE_MS,
         unsure_ms: int = UNSURE_WAIT_MS,
+        sure_ms: int = 0,
     ) -> None:
         self.threshold = threshold
         self.unsure_ms = unsure_ms
+        self.sure_ms = sure_ms
         self._fallback_ms = fallback_ms
         self._tokens = 0
         self._current: int | None = None
@@ -95,8 +98,9 @@ class EndOfTurn:
         self._probability: float | None = None
         self._words: str | None = None
         self._words_due = False
-        # What the last decided pause's words said (None: no pause decided since speech).
-        self._said: WordsSay | None = None
+        # The last asked pause was decided (since speech), and whether it was sure.
+        self._decided = False
+        self._sure = False
 
     @property
     def down(self) -> bool:
@@ -114,14 +118,15 @@ class EndOfTurn:
 
     @property
     def silence_limit_ms(self) -> int | None:
-        """The silence that ends the turn now (None: the detector's longest wait). Rules 2-4."""
+        """The silence that ends the turn now (None: no pause asked, the detector's longest
+        wait). Rules 2-4."""
         if self._down:
             return self._fallback_ms
-        if self._current is not None:
-            return self.unsure_ms  # asked, not yet answered: the pause's deadline (rule 2)
-        if self._said is None or self._said == "continues":
-            return None  # no pause asked, or its words go on: the longest wait
-        return self.unsure_ms
+        if self._current is None and not self._decided:
+            return None
+        if self._sure:
+            return self.sure_ms
+        return self.unsure_ms  # asked and pending (rule 2), or decided unsure (rule 3)
 
     def ask(self, with_words: bool = False) -> int:
         """A candidate pause: the token of the model's request for it (and of its transcript,
@@ -131,37 +136,39 @@ class EndOfTurn:
         self._probability = None
         self._words = None
         self._words_due = with_words
-        self._said = None
+        self._decided = self._sure = False
         return self._current
 
     def resumed(self) -> None:
         """Speech resumed, or the turn ended: the ask in flight is stale."""
         self._current = None
-        self._said = None
+        self._decided = self._sure = False
 
-    def answered(self, token: int, probability: float) -> Verdict:
+    def answered(self, token: int, probability: float, silence_ms: int = 0) -> Verdict:
+        """The model's answer; `silence_ms`: the pause's silence so far (the caller's
+        detector), against the sure wait."""
         self._down = False  # any answer, current or stale, says the model is back
         if token != self._current:
             return _WAIT
         self._probability = probability
-        return self._verdict()
+        return self._verdict(silence_ms)
 
-    def heard(self, token: int, transcript: str | None) -> Verdict:
+    def heard(self, token: int, transcript: str | None, silence_ms: int = 0) -> Verdict:
         """The transcript of the pause's turn so far (None: the transcriber failed)."""
         if token != self._current or not self._words_due:
             return _WAIT
         self._words_due = False
         self._words = transcript
-        return self._verdict()
+        return self._verdict(silence_ms)
 
-    def _verdict(self) -> Verdict:
+    def _verdict(self, silence_ms: int) -> Verdict:
         if self._probability is None or self._words_due:
             return _WAIT  # an answer still to come
         self._current = None
-        said = words_say(self._words)
-        self._said = said
-        # A NaN (a broken reply) fails the comparison: the turn waits.
-        if turn_score(self._probability, said) >= self.threshold:
+        self._decided = True
+        # A NaN (a broken reply) fails the comparison: the pause stays unsure.
+        self._sure = turn_score(self._probability, words_say(self._words)) >= self.threshold
+        if self._sure and silence_ms >= self.sure_ms:
             return Verdict(True, "model")
         return _WAIT
 
@@ -179,9 +186,7 @@ class EndOfTurn:
             return "fallback"
         if self._current is not None:
             return "late"
-        if self._said is not None and self._said != "continues":
-            return "unsure"
-        return "timeout"
+        return "model" if self._sure else "unsure"
 
     def fallback_due(self, silence_ms: int) -> bool:
         """During an outage, a pause already `fallback_ms` long ends the turn at once."""

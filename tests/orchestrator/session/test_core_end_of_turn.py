@@ -61,11 +61,13 @@ def test_semantic_vad_asks_the_model_at_the_candidate_pause_on_the_turn_so_far()
 
 
 def test_semantic_vad_commits_when_the_model_says_complete() -> None:
-    """At or above the eagerness threshold (medium 0.5): speech_stopped, committed and the
-    response, in v1's order, at once; the turn's end is noted with cause `model`."""
+    """At or above the eagerness threshold (medium 0.85), once the silence has reached the
+    sure wait: speech_stopped, committed and the response, in v1's order, at once; the turn's
+    end is noted with cause `model`."""
     s = Session(SemanticVad(eagerness="medium"))
     s.speak(640, 1.0)
     ask = s.pause()
+    s.speak(480, 0.0)  # the answer comes late: the silence is past the 600 ms sure wait
     out = s.handle(TurnPrediction(ask.token, 0.9))
     assert types(out)[:3] == [
         "input_audio_buffer.speech_stopped",
@@ -76,49 +78,61 @@ def test_semantic_vad_commits_when_the_model_says_complete() -> None:
     assert TurnEnded("model") in out.notes
     [stopped] = of(out, se.InputAudioBufferSpeechStopped)
     # The point of decision: the last chunk the VAD judged (it trails the client's clock).
-    assert 800 <= stopped.audio_end_ms <= s.now
+    assert 640 + 600 <= stopped.audio_end_ms <= s.now
 
 
 def test_semantic_vad_waits_below_the_threshold_and_speech_resumes_the_turn() -> None:
     s = Session(SemanticVad(eagerness="high"))
     s.speak(640, 1.0)
     ask = s.pause()
-    assert not types(s.handle(TurnPrediction(ask.token, 0.2)))  # high's threshold is 0.25
+    assert not types(s.handle(TurnPrediction(ask.token, 0.8)))  # high's threshold is 0.85
     # The user goes on: still the same turn (no new speech_started), a new pause is asked.
     assert "input_audio_buffer.speech_started" not in types(s.speak(320, 1.0))
     again = s.pause()
     assert again.token != ask.token
     # A late answer about the first pause decides nothing.
     assert not types(s.handle(TurnPrediction(ask.token, 0.99)))
-    assert "input_audio_buffer.committed" in types(s.handle(TurnPrediction(again.token, 0.3)))
+    s.speak(480, 0.0)  # past high's sure wait (500 ms)
+    assert "input_audio_buffer.committed" in types(s.handle(TurnPrediction(again.token, 0.9)))
 
 
 def test_an_unsure_pause_ends_the_turn_at_the_unsure_wait() -> None:
-    """end_of_turn rule 3: the sound says not yet and no words go on: high's unsure wait
-    (800 ms of silence) ends the turn, cause `unsure`."""
+    """end_of_turn rule 3: the sound says not yet: high's unsure wait (1.1 s of silence)
+    ends the turn, cause `unsure`."""
     s = Session(SemanticVad(eagerness="high"))
     s.speak(640, 1.0)
     ask = s.pause()
     s.handle(TurnPrediction(ask.token, 0.01))
-    out, spoken = s.silence_until("input_audio_buffer.committed", 1200)
-    assert 800 - 320 <= spoken <= 800  # counted from the end of speech, not the pause
+    out, spoken = s.silence_until("input_audio_buffer.committed", 1600)
+    assert 1100 - 320 <= spoken <= 1100  # counted from the end of speech, not the pause
     assert TurnEnded("unsure") in out.notes
 
 
-def test_words_that_go_on_wait_for_the_longest_wait_with_cause_timeout() -> None:
-    """end_of_turn rule 3: "a table for" keeps the turn open past the unsure wait, up to
-    high's longest wait (2 s of silence), whatever the sound says."""
+def test_words_that_go_on_wait_for_the_unsure_wait_whatever_the_sound_says() -> None:
+    """end_of_turn rule 3: "a table for" keeps the turn open past the sure wait, up to the
+    unsure wait, though the sound says complete."""
     s = Session(SemanticVad(eagerness="high"), transcriber=True)
     s.speak(640, 1.0)
     ask = s.pause()
     [words] = [t for t in of(s.last, Transcribe) if t.purpose == "end_of_turn"]
     s.handle(TurnPrediction(ask.token, 0.99))
-    assert not types(
-        s.handle(TranscriptReady("", "I'd like a table for", None, 0.8, "end_of_turn", words.token))
-    )
-    out, spoken = s.silence_until("input_audio_buffer.committed", 2400)
-    assert 2000 - 320 <= spoken <= 2000
-    assert TurnEnded("timeout") in out.notes
+    ready = TranscriptReady("", "I'd like a table for", None, 0.8, "end_of_turn", words.token)
+    assert not types(s.handle(ready))
+    out, spoken = s.silence_until("input_audio_buffer.committed", 1600)
+    assert 1100 - 320 <= spoken <= 1100
+    assert TurnEnded("unsure") in out.notes
+
+
+def test_a_sure_pause_is_committed_at_the_sure_wait() -> None:
+    """end_of_turn rule 3: a sure answer at the candidate pause waits for medium's sure wait
+    (600 ms of silence), then the turn ends with cause `model`."""
+    s = Session(SemanticVad(eagerness="medium"))
+    s.speak(640, 1.0)
+    ask = s.pause()
+    assert "input_audio_buffer.committed" not in types(s.handle(TurnPrediction(ask.token, 0.95)))
+    out, spoken = s.silence_until("input_audio_buffer.committed", 1000)
+    assert 600 - 320 <= spoken <= 600
+    assert TurnEnded("model") in out.notes
 
 
 def test_answers_not_back_by_the_unsure_wait_end_the_turn_as_late() -> None:
@@ -209,6 +223,7 @@ def test_with_a_transcriber_the_pause_is_heard_too_and_words_that_go_on_keep_the
         words.item_id, "Book a table for four.", None, 0.3, "end_of_turn", words.token
     )
     s.handle(done)
+    s.speak(480, 0.0)  # past medium's sure wait (600 ms)
     out = s.handle(TurnPrediction(ask.token, 0.95))
     assert "input_audio_buffer.committed" in types(out)
     assert "conversation.item.input_audio_transcription.completed" not in types(out)

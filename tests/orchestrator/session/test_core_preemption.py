@@ -189,6 +189,7 @@ def test_semantic_vad_adopts_when_the_model_ends_the_turn() -> None:
     s.speak(640, 1.0)
     out, start = s.silence_until(StartBackend)
     [ask] = of(out, PredictTurn)
+    s.speak(480, 0.0)  # past medium's sure wait (600 ms)
     out = s.handle(TurnPrediction(ask.token, 0.9))
     [created] = of(out, se.ResponseCreated)
     assert created.response.id == start.response_id

@@ -50,7 +50,7 @@ def test_current_answer_below_threshold_waits_for_the_unsure_wait() -> None:
 def test_an_asked_pause_has_the_unsure_wait_as_its_deadline() -> None:
     """Rule 2: from the ask on, the turn ends at the unsure wait unless an answer moves it;
     answers not back by then end it as `late` (a decision always arrives)."""
-    eot = EndOfTurn(0.5, unsure_ms=1200)
+    eot = EndOfTurn(0.85, unsure_ms=1200)
     assert eot.silence_limit_ms is None  # nothing asked: the longest wait
     token = eot.ask(with_words=True)
     assert eot.pending and eot.silence_limit_ms == 1200
@@ -65,11 +65,31 @@ def test_an_asked_pause_has_the_unsure_wait_as_its_deadline() -> None:
 
 
 def test_eagerness_thresholds_decide() -> None:
-    """Rule: the threshold is the eagerness's (low waits for a surer answer)."""
-    assert EAGERNESS_THRESHOLD == {"low": 0.75, "medium": 0.5, "high": 0.25, "auto": 0.5}
+    """Rule 3: the threshold is the eagerness's."""
     low, high = EndOfTurn(EAGERNESS_THRESHOLD["low"]), EndOfTurn(EAGERNESS_THRESHOLD["high"])
     assert low.answered(low.ask(), 0.6) == WAIT
-    assert high.answered(high.ask(), 0.3) == END
+    assert high.answered(high.ask(), 0.9) == END
+
+
+def test_a_sure_pause_ends_the_turn_at_the_sure_wait() -> None:
+    """Rule 3: a sure pause ends the turn once its silence reaches the sure wait: at once
+    when it already has, else the silence limit becomes the sure wait (cause `model`)."""
+    eot = EndOfTurn(0.5, sure_ms=600, unsure_ms=1500)
+    assert eot.answered(eot.ask(), 0.9, silence_ms=200) == WAIT
+    assert eot.silence_limit_ms == 600 and eot.cause_of_silence_stop() == "model"
+    assert eot.answered(eot.ask(), 0.9, silence_ms=600) == END
+    token = eot.ask(with_words=True)
+    eot.answered(token, 0.9, silence_ms=200)
+    assert eot.heard(token, "Yes.", silence_ms=700) == END  # the later answer's silence
+
+
+def test_words_that_go_on_make_a_sure_sound_unsure() -> None:
+    """Rule 3: words that go on score 0: the unsure wait, whatever the sound says."""
+    eot = EndOfTurn(0.5, sure_ms=600, unsure_ms=1500)
+    token = eot.ask(with_words=True)
+    eot.answered(token, 0.99, silence_ms=700)
+    assert eot.heard(token, "I would like a table for", silence_ms=700) == WAIT
+    assert eot.silence_limit_ms == 1500 and eot.cause_of_silence_stop() == "unsure"
 
 
 def test_an_answer_decides_once() -> None:
@@ -196,19 +216,18 @@ def test_fallback_due_only_during_an_outage_and_at_fallback_ms() -> None:
 
 
 def test_cause_of_silence_stop_names_the_wait_that_ended_the_turn() -> None:
-    """Rule 5: the detector's own silence rule ends a semantic turn by `timeout` (the longest
-    wait: words that go on, or no pause asked), `unsure` (the unsure wait), `late` (the
-    answers not back by it), or `fallback` during an outage."""
-    eot = EndOfTurn(0.5)
-    assert eot.cause_of_silence_stop() == "timeout"
+    """Rule 5: the detector's own silence rule ends a semantic turn by `model` (a sure
+    pause's wait), `unsure` (the unsure wait), `late` (the answers not back by it), or
+    `fallback` during an outage."""
+    eot = EndOfTurn(0.5, sure_ms=600)
     eot.failed(eot.ask())
     assert eot.cause_of_silence_stop() == "fallback"
     eot.answered(eot.ask(), 0.2)
     assert eot.cause_of_silence_stop() == "unsure"
-    token = eot.ask(with_words=True)
-    eot.answered(token, 0.9)
-    eot.heard(token, "I would like a table for")
-    assert eot.cause_of_silence_stop() == "timeout" and eot.silence_limit_ms is None
+    eot.answered(eot.ask(), 0.9)
+    assert eot.cause_of_silence_stop() == "model"
+    eot.ask()
+    assert eot.cause_of_silence_stop() == "late"
 
 
 Step = tuple[str, int, float]
@@ -235,24 +254,25 @@ def test_only_the_current_ask_ends_a_turn_and_outages_are_told_once(
     latest = 0
     down = False
     decided = False  # a current answer came back since the last ask or resume
+    sure = False  # ... and it met the threshold
     for kind, back, probability in steps:
         token = latest + back
         if kind == "ask":
             latest = eot.ask()
             assert latest > token - back  # increasing
             current = latest
-            decided = False
+            decided = sure = False
         elif kind == "resumed":
             eot.resumed()
             current = None
-            decided = False
+            decided = sure = False
         elif kind == "answer":
             verdict = eot.answered(token, probability)
             ends = token == current and probability >= threshold
             assert verdict == (END if ends else WAIT)
             if token == current:
                 current = None
-                decided = True
+                decided, sure = True, probability >= threshold
             down = False
         else:
             assert eot.failed(token) is (not down)
@@ -261,9 +281,9 @@ def test_only_the_current_ask_ends_a_turn_and_outages_are_told_once(
             down = True
         assert eot.down is down
         asked = current is not None or decided
-        limit = FALLBACK_SILENCE_MS if down else (UNSURE_WAIT_MS if asked else None)
-        assert eot.silence_limit_ms == limit
-        cause = "late" if current is not None else ("unsure" if decided else "timeout")
+        limit = 0 if sure and current is None else UNSURE_WAIT_MS  # sure_ms is 0 here
+        assert eot.silence_limit_ms == (FALLBACK_SILENCE_MS if down else limit if asked else None)
+        cause = "late" if current is not None else ("model" if sure else "unsure")
         assert eot.cause_of_silence_stop() == ("fallback" if down else cause)
 
 
