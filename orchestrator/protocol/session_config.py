@@ -163,10 +163,10 @@ EAGERNESS_LONGEST_WAIT_MS: Final[dict[Eagerness, int]] = {
 # silence such a sure pause must still reach (people pause between two sentences of one
 # turn, and Smart Turn calls the first one complete); and the silence that ends a pause left
 # open. Chosen on human held turns by `python -m bench.turn_policy` (docs/benchmarks.md "End
-# of turn: the sound and the words"): the lowest mean commit latency with at most 5% (low),
-# 10% (medium) and 20% (high) of held turns cut off.
+# of turn: the sound and the words"): a low mean commit latency with about 5% (low), 10%
+# (medium) and 20% (high) of held turns cut off.
 EAGERNESS_THRESHOLD: Final[dict[Eagerness, float]] = {
-    "low": 0.65,
+    "low": 0.85,
     "medium": 0.85,
     "high": 0.85,
     "auto": 0.85,
@@ -178,10 +178,10 @@ EAGERNESS_SURE_WAIT_MS: Final[dict[Eagerness, int]] = {
     "auto": 600,
 }
 EAGERNESS_UNSURE_WAIT_MS: Final[dict[Eagerness, int]] = {
-    "low": 2000,
-    "medium": 1500,
-    "high": 1100,
-    "auto": 1500,
+    "low": 2500,
+    "medium": 2000,
+    "high": 1200,
+    "auto": 2000,
 }
 
 

@@ -97,14 +97,14 @@ def test_semantic_vad_waits_below_the_threshold_and_speech_resumes_the_turn() ->
 
 
 def test_an_unsure_pause_ends_the_turn_at_the_unsure_wait() -> None:
-    """end_of_turn rule 3: the sound says not yet: high's unsure wait (1.1 s of silence)
+    """end_of_turn rule 3: the sound says not yet: high's unsure wait (1.2 s of silence)
     ends the turn, cause `unsure`."""
     s = Session(SemanticVad(eagerness="high"))
     s.speak(640, 1.0)
     ask = s.pause()
     s.handle(TurnPrediction(ask.token, 0.01))
     out, spoken = s.silence_until("input_audio_buffer.committed", 1600)
-    assert 1100 - 320 <= spoken <= 1100  # counted from the end of speech, not the pause
+    assert 1200 - 320 <= spoken <= 1200  # counted from the end of speech, not the pause
     assert TurnEnded("unsure") in out.notes
 
 
@@ -119,7 +119,7 @@ def test_words_that_go_on_wait_for_the_unsure_wait_whatever_the_sound_says() -> 
     ready = TranscriptReady("", "I'd like a table for", None, 0.8, "end_of_turn", words.token)
     assert not types(s.handle(ready))
     out, spoken = s.silence_until("input_audio_buffer.committed", 1600)
-    assert 1100 - 320 <= spoken <= 1100
+    assert 1200 - 320 <= spoken <= 1200
     assert TurnEnded("unsure") in out.notes
 
 
@@ -137,12 +137,12 @@ def test_a_sure_pause_is_committed_at_the_sure_wait() -> None:
 
 def test_answers_not_back_by_the_unsure_wait_end_the_turn_as_late() -> None:
     """end_of_turn rule 2: a decision always arrives: the model never answers, and the turn
-    ends at the unsure wait (medium: 1.5 s), cause `late`."""
+    ends at the unsure wait (medium: 2 s), cause `late`."""
     s = Session(SemanticVad(eagerness="medium"))
     s.speak(640, 1.0)
     s.pause()
-    out, spoken = s.silence_until("input_audio_buffer.committed", 2000)
-    assert 1500 - 320 <= spoken <= 1500
+    out, spoken = s.silence_until("input_audio_buffer.committed", 2400)
+    assert 2000 - 320 <= spoken <= 2000
     assert TurnEnded("late") in out.notes
 
 
