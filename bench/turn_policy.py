@@ -74,6 +74,7 @@ from orchestrator.protocol.session_config import (
 )
 from orchestrator.session.turns.turn_words import (
     COMPLETE_LIFT,
+    WORDS_WINDOW_MS,
     turn_score,
     words_say,
 )
@@ -248,7 +249,9 @@ def transcripts(items: Sequence[Cut], hearers: Sequence[Hearer]) -> tuple[list[s
         done = []
         for i in range(k, len(items), len(hearers)):
             began = time.perf_counter()
-            text = hearers[k].transcribe(items[i].audio, partial=True)
+            # The server's words window (turn_words rule 3): the turn's last 3 s.
+            latest = items[i].audio[-WORDS_WINDOW_MS * RATE // 1000 :]
+            text = hearers[k].transcribe(latest, partial=True)
             done.append((i, text, time.perf_counter() - began))
         return done
 

@@ -68,6 +68,7 @@ from orchestrator.session.inputs import (
 from orchestrator.session.turns.end_of_turn import EndCause, EndOfTurn
 from orchestrator.session.turns.overlap import MAX_PARTIAL_MS, OverlapStep, OverlapTracker
 from orchestrator.session.turns.preemption import Preemption
+from orchestrator.session.turns.turn_words import WORDS_WINDOW_MS
 from orchestrator.session.turns.user_input import UserInput
 from statecharts import effects as fx
 from statecharts import session_events as ev
@@ -213,7 +214,8 @@ class Turns:
                 self._out.act(PredictTurn(token, audio))
                 if words:
                     item_id = self._promised or ""
-                    self._out.act(Transcribe(item_id, audio, "end_of_turn", token))
+                    latest = self.input.audio_since(0, WORDS_WINDOW_MS)  # turn_words rule 3
+                    self._out.act(Transcribe(item_id, latest, "end_of_turn", token))
             yield ev.TurnPaused()
             return
         if isinstance(event, VadResumed):

