@@ -227,3 +227,14 @@ def test_with_a_transcriber_the_pause_is_heard_too_and_words_that_go_on_keep_the
     out = s.handle(TurnPrediction(ask.token, 0.95))
     assert "input_audio_buffer.committed" in types(out)
     assert "conversation.item.input_audio_transcription.completed" not in types(out)
+
+
+def test_the_pause_s_words_are_the_turn_s_last_three_seconds() -> None:
+    """turn_words rule 3: the fast decode's token budget would run out inside a long turn, so
+    the words judged are its last 3 s; Smart Turn still hears up to 8 s."""
+    s = Session(SemanticVad(eagerness="medium"), transcriber=True)
+    s.speak(5120, 1.0)
+    ask = s.pause()
+    [words] = [t for t in of(s.last, Transcribe) if t.purpose == "end_of_turn"]
+    assert words.audio16k.shape[0] == 3000 * 16
+    assert ask.audio16k.shape[0] > 5000 * 16
