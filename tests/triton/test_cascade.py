@@ -300,23 +300,24 @@ def test_cascade_text_conversation_with_audio_on_has_no_audio_segments(
 def test_cascade_text_rides_with_the_chunk_where_its_audio_ends(
     triton_server: TritonServer,
 ) -> None:
-    """Rule 5, the pipeline side, through the whole ensemble: of a reply of two sentences or
-    more, the first sentence's text arrives with a chunk whose cumulative end is at or after
-    that sentence's sound has ended (measured from the sentence spoken alone), within the
-    sentence's own audio, word by word rather than all with its first chunk; and the text of
-    the whole reply is exactly the llm's."""
+    """Rule 5, the pipeline side, through the whole ensemble: of a reply of two pieces or
+    more, the first piece's text (its first clause, at most six words: the llm's
+    SentenceCutter) arrives with a chunk whose cumulative end is at or after that piece's
+    sound has ended (measured from the piece spoken alone), within the piece's own audio, word
+    by word rather than all with its first chunk; and the text of the whole reply is exactly
+    the llm's."""
     request = written("Tell me about dogs.", GenerationParameters(max_tokens=48))
     chunks = run(triton_server, request)
     text = "".join(c.text for c in chunks)
     assert text == llm_text(triton_server, request)
-    cutter = SentenceCutter()
+    cutter = SentenceCutter(first_clause=True)
     sentences = [*cutter.feed(text), cutter.flush()]
     assert len([s for s in sentences if s]) >= 2, f"want two sentences or more: {text!r}"
     first = sentences[0]
     with TtsStream(triton_server.grpc_url) as tts:
         alone = tts.speak(f"alone-{uuid.uuid4()}", first).audio
     audio = np.concatenate([c.audio for c in chunks])
-    # flite is deterministic: the reply's audio starts with exactly the first sentence's.
+    # flite is deterministic: the reply's audio starts with exactly the first piece's.
     np.testing.assert_array_equal(audio[: alone.shape[0]], alone)
     sound_end = loud_runs(alone)[-1][1]
 

@@ -75,6 +75,12 @@ _SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
 # The first clause of an answer ends at these too (tts cuts its pieces there anyway:
 # turntaker_models/cascade/speech.py), so its audio can start before the sentence is written.
 _CLAUSE_END = re.compile(r"[.!?]+(?=\s)|[,;:](?=\s)|\n")
+# ... or after its first FIRST_PIECE_WORDS words, whichever comes first: SmolLM2 writes ~18
+# tokens a second here, and a first sentence such as 'This message should be saved to the
+# folder named "Inbox".' would hold the first audio back for its every token. Six words are
+# a phrase Piper speaks naturally enough; the next piece follows while it plays.
+FIRST_PIECE_WORDS = 6
+_FIRST_WORDS_END = re.compile(rf"^\s*(?:\S+\s+){{{FIRST_PIECE_WORDS - 1}}}\S+(?=\s)")
 
 
 def _part_texts(
@@ -164,13 +170,23 @@ class SentenceCutter:
     def feed(self, delta: str) -> list[str]:
         self._pending += delta
         sentences: list[str] = []
-        while match := (_CLAUSE_END if self._first else _SENTENCE_END).search(self._pending):
-            sentence = self._pending[: match.end()].strip()
-            self._pending = self._pending[match.end() :]
+        while (end := self._next_end()) is not None:
+            sentence = self._pending[:end].strip()
+            self._pending = self._pending[end:]
             if sentence:
                 sentences.append(sentence)
                 self._first = False
         return sentences
+
+    def _next_end(self) -> int | None:
+        """Where the next piece ends in the pending text (None: not known yet)."""
+        if not self._first:
+            match = _SENTENCE_END.search(self._pending)
+            return match.end() if match is not None else None
+        ends = [m.end() for m in (_CLAUSE_END.search(self._pending),) if m is not None]
+        if (words := _FIRST_WORDS_END.search(self._pending)) is not None:
+            ends.append(words.end())
+        return min(ends) if ends else None
 
     def flush(self) -> str:
         rest, self._pending = self._pending.strip(), ""

@@ -121,6 +121,24 @@ def test_the_first_clause_goes_alone_then_whole_sentences() -> None:
     ]
 
 
+def test_a_long_first_clause_goes_after_its_first_six_words() -> None:
+    """The first piece ends at its sixth word when no clause mark came first (SmolLM2's long
+    first sentences held the first audio back for every token); then whole sentences."""
+    cutter = SentenceCutter(first_clause=True)
+    text = 'This message should be saved to the folder named "Inbox". It is there.'
+    out = [s for ch in text for s in cutter.feed(ch)]
+    assert [*out, cutter.flush()] == [
+        "This message should be saved to",
+        'the folder named "Inbox".',
+        "It is there.",
+    ]
+    # Six words or fewer with a clause mark: the mark still ends it.
+    cutter = SentenceCutter(first_clause=True)
+    assert cutter.feed("The capital of France is Paris. Yes ") == [
+        "The capital of France is Paris.",
+    ]
+
+
 @pytest.mark.parametrize("step", [1, 2, 3, 7])
 def test_sentences_add_up_to_the_text(step: int) -> None:
     text = "Hello there.  How are you?\n\nI am fine! Thanks. e.g. this, and that"
