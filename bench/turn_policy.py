@@ -31,9 +31,9 @@ Rules:
    Ties go to the lower latency (resp. cut-off count), then to the first policy swept.
 6. The server's semantic_vad as fixed points (`server_fire_s`, orchestrator/session/turns/
    end_of_turn.py rules 2-3): s = turn_score(p, words) (words that go on score 0); a pause
-   with s >= EAGERNESS_THRESHOLD is sure and fired on at the sure wait
-   (EAGERNESS_SURE_WAIT_MS, eot-bench's action delay); any other at the unsure wait
-   (EAGERNESS_UNSURE_WAIT_MS); neither later than the longest wait. Then a grid over
+   with s >= the eagerness's threshold is sure and fired on at its sure wait (eot-bench's
+   action delay); any other at its unsure wait; neither later than its longest wait
+   (session_config.EAGERNESS). Then a grid over
    (threshold, sure wait, unsure wait): the lowest mean final latency with held-turn cut-offs
    within each of SERVER_BUDGETS (none within it: the setting that cuts fewest); the
    server's numbers per eagerness are chosen from it (5% low, 10% medium, 20% high). The
@@ -66,10 +66,7 @@ import numpy.typing as npt
 
 from bench import cli, machine_load, report, stats
 from orchestrator.protocol.session_config import (
-    EAGERNESS_LONGEST_WAIT_MS,
-    EAGERNESS_SURE_WAIT_MS,
-    EAGERNESS_THRESHOLD,
-    EAGERNESS_UNSURE_WAIT_MS,
+    EAGERNESS,
     Eagerness,
 )
 from orchestrator.session.turns.turn_words import (
@@ -468,10 +465,10 @@ class Knobs:
 
 def server_knobs(eagerness: Eagerness) -> Knobs:
     return Knobs(
-        EAGERNESS_THRESHOLD[eagerness],
-        EAGERNESS_UNSURE_WAIT_MS[eagerness] / 1000,
-        EAGERNESS_LONGEST_WAIT_MS[eagerness] / 1000,
-        EAGERNESS_SURE_WAIT_MS[eagerness] / 1000,
+        EAGERNESS[eagerness].threshold,
+        EAGERNESS[eagerness].unsure_wait_ms / 1000,
+        EAGERNESS[eagerness].longest_wait_ms / 1000,
+        EAGERNESS[eagerness].sure_wait_ms / 1000,
     )
 
 
@@ -715,7 +712,7 @@ def grid_tables(pauses: Sequence[Scored]) -> list[str]:
     lines = _knobs_header("eagerness (longest wait), server, held-turn budget")
     medium: dict[str, list[ServerResult]] = {}
     for eagerness in EAGERNESSES:
-        longest = EAGERNESS_LONGEST_WAIT_MS[eagerness] / 1000
+        longest = EAGERNESS[eagerness].longest_wait_ms / 1000
         for variant, sure in GRIDS:
             results = server_grid(pauses, longest, sure)
             for budget in SERVER_BUDGETS:

@@ -8,6 +8,7 @@ has a single, pure answer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Literal
 
 import msgspec
@@ -20,16 +21,14 @@ from .tools import FunctionTool, ToolChoice
 __all__ = [
     "DEFAULT_BACKCHANNELS",
     "DEFAULT_INTERRUPT_WORDS",
-    "EAGERNESS_LONGEST_WAIT_MS",
-    "EAGERNESS_SURE_WAIT_MS",
-    "EAGERNESS_THRESHOLD",
-    "EAGERNESS_UNSURE_WAIT_MS",
+    "EAGERNESS",
     "PCM16",
     "PCMA",
     "PCMU",
     "AudioFormat",
     "AudioFormatType",
     "Eagerness",
+    "EagernessWaits",
     "Interruption",
     "InterruptionMode",
     "MaxTokens",
@@ -151,37 +150,32 @@ class ServerVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag
 
 Eagerness = Literal["low", "medium", "high", "auto"]
 
-# OpenAI's longest wait after speech stops, per eagerness (auto is medium).
-EAGERNESS_LONGEST_WAIT_MS: Final[dict[Eagerness, int]] = {
-    "low": 8000,
-    "medium": 4000,
-    "high": 2000,
-    "auto": 4000,
-}
-# semantic_vad's three numbers per eagerness (end_of_turn.py rules 2-3): the score (Smart
-# Turn's completion probability with the words' say) at which a pause is judged an end; the
-# silence such a sure pause must still reach (people pause between two sentences of one
-# turn, and Smart Turn calls the first one complete); and the silence that ends a pause left
-# open. Chosen on human held turns by `python -m bench.turn_policy` (docs/benchmarks.md "End
-# of turn: the sound and the words"): a low mean commit latency with about 5% (low), 10%
-# (medium) and 20% (high) of held turns cut off.
-EAGERNESS_THRESHOLD: Final[dict[Eagerness, float]] = {
-    "low": 0.85,
-    "medium": 0.85,
-    "high": 0.85,
-    "auto": 0.85,
-}
-EAGERNESS_SURE_WAIT_MS: Final[dict[Eagerness, int]] = {
-    "low": 1000,
-    "medium": 600,
-    "high": 500,
-    "auto": 600,
-}
-EAGERNESS_UNSURE_WAIT_MS: Final[dict[Eagerness, int]] = {
-    "low": 2500,
-    "medium": 2000,
-    "high": 1200,
-    "auto": 2000,
+
+@dataclass(frozen=True, slots=True)
+class EagernessWaits:
+    """semantic_vad's numbers for one eagerness (orchestrator/session/turns/end_of_turn.py
+    rules 2-3): the score (Smart Turn's completion probability with the words' say) at which
+    a pause is judged an end; the silence such a sure pause must still reach (people pause
+    between two sentences of one turn, and Smart Turn calls the first one complete); the
+    silence that ends a pause left open; and OpenAI's longest wait after speech stops, only a
+    ceiling here."""
+
+    threshold: float
+    sure_wait_ms: int
+    unsure_wait_ms: int
+    longest_wait_ms: int
+
+
+# Chosen on human held turns by `python -m bench.turn_policy` (docs/benchmarks.md "End of
+# turn: the sound and the words"): a low mean commit latency with about 5% (low), 10%
+# (medium) and 20% (high) of held turns cut off. The longest waits are OpenAI's; auto is
+# medium.
+_MEDIUM: Final = EagernessWaits(0.85, sure_wait_ms=600, unsure_wait_ms=2000, longest_wait_ms=4000)
+EAGERNESS: Final[dict[Eagerness, EagernessWaits]] = {
+    "low": EagernessWaits(0.85, sure_wait_ms=1000, unsure_wait_ms=2500, longest_wait_ms=8000),
+    "medium": _MEDIUM,
+    "high": EagernessWaits(0.85, sure_wait_ms=500, unsure_wait_ms=1200, longest_wait_ms=2000),
+    "auto": _MEDIUM,
 }
 
 
@@ -213,20 +207,12 @@ class SemanticVad(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
         return 300
 
     @property
+    def waits(self) -> EagernessWaits:
+        return EAGERNESS[self.eagerness]
+
+    @property
     def silence_duration_ms(self) -> int:
-        return EAGERNESS_LONGEST_WAIT_MS[self.eagerness]
-
-    @property
-    def completion_threshold(self) -> float:
-        return EAGERNESS_THRESHOLD[self.eagerness]
-
-    @property
-    def sure_wait_ms(self) -> int:
-        return EAGERNESS_SURE_WAIT_MS[self.eagerness]
-
-    @property
-    def unsure_wait_ms(self) -> int:
-        return EAGERNESS_UNSURE_WAIT_MS[self.eagerness]
+        return self.waits.longest_wait_ms
 
     @property
     def idle_timeout_ms(self) -> int | None:

@@ -162,9 +162,10 @@ class Turns:
         self.overlap.policy = vad.policy if vad is not None else Interruption()
         self._out.act(self.input.configure(vad, self._pause_ms(vad)))
         if isinstance(vad, SemanticVad):
-            self.end_of_turn.threshold = vad.completion_threshold
-            self.end_of_turn.unsure_ms = vad.unsure_wait_ms
-            self.end_of_turn.sure_ms = vad.sure_wait_ms
+            waits = vad.waits
+            self.end_of_turn.threshold = waits.threshold
+            self.end_of_turn.unsure_ms = waits.unsure_wait_ms
+            self.end_of_turn.sure_ms = waits.sure_wait_ms
             self.input.limit_silence(self.end_of_turn.silence_limit_ms)
         else:
             self.input.limit_silence(None)

@@ -40,13 +40,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from orchestrator.protocol.session_config import EAGERNESS_UNSURE_WAIT_MS
+from orchestrator.protocol.session_config import EAGERNESS
 from orchestrator.session.turns.turn_words import turn_score, words_say
 
 __all__ = ["FALLBACK_SILENCE_MS", "UNSURE_WAIT_MS", "EndCause", "EndOfTurn", "Verdict"]
 
 FALLBACK_SILENCE_MS: Final = 500  # server_vad's silence_duration_ms default
-UNSURE_WAIT_MS: Final = EAGERNESS_UNSURE_WAIT_MS["medium"]
+UNSURE_WAIT_MS: Final = EAGERNESS["medium"].unsure_wait_ms
 
 EndCause = Literal["model", "unsure", "late", "fallback", "silence"]
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.protocol.session_config import (
-    EAGERNESS_LONGEST_WAIT_MS,
+    EAGERNESS,
     Eagerness,
     SemanticVad,
     ServerVad,
@@ -417,7 +417,7 @@ def test_semantic_vad_stops_by_itself_at_the_eagerness_longest_wait(
     detector stops at that wait whatever the model says (OpenAI's server_vad defaults under
     it: threshold 0.5, prefix padding 300 ms)."""
     cfg = SemanticVad(eagerness=eagerness)
-    assert cfg.silence_duration_ms == wait_ms == EAGERNESS_LONGEST_WAIT_MS[eagerness]
+    assert cfg.silence_duration_ms == wait_ms == EAGERNESS[eagerness].longest_wait_ms
     assert (cfg.threshold, cfg.prefix_padding_ms, cfg.idle_timeout_ms) == (0.5, 300, None)
     d = TurnDetector(cfg, pause_ms=PAUSE)
     chunks = math.ceil(wait_ms / CHUNK_MS)  # the first chunk whose end is >= 32 + wait

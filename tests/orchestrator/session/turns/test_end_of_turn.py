@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.protocol.session_config import EAGERNESS_THRESHOLD
+from orchestrator.protocol.session_config import EAGERNESS
 from orchestrator.session.turns.end_of_turn import (
     FALLBACK_SILENCE_MS,
     UNSURE_WAIT_MS,
@@ -66,8 +66,9 @@ def test_an_asked_pause_has_the_unsure_wait_as_its_deadline() -> None:
 
 def test_eagerness_thresholds_decide() -> None:
     """Rule 3: the threshold is the eagerness's."""
-    low, high = EndOfTurn(EAGERNESS_THRESHOLD["low"]), EndOfTurn(EAGERNESS_THRESHOLD["high"])
-    assert low.answered(low.ask(), 0.6) == WAIT
+    low = EndOfTurn(EAGERNESS["low"].threshold)
+    high = EndOfTurn(EAGERNESS["high"].threshold)
+    assert low.answered(low.ask(), 0.6) == WAIT  # below 0.85
     assert high.answered(high.ask(), 0.9) == END
 
 
