@@ -342,7 +342,7 @@ class SessionCore:
             self._out.error("invalid_value", problem.message, problem.param)
             return
         self.settings = settings
-        self._processing.configure(settings)
+        self._processing.configure(settings, self._turns.input.clock_ms)
         self._history.configure(self.settings.truncation)
         vad = self.settings.turn_detection
         policy = vad.policy if vad is not None else Interruption()

@@ -20,7 +20,13 @@ Rules:
    canceller's framing delay is inside it, so the input clock is unchanged (the audio lags by
    that delay, at most a few ms).
 6. Turning it off drops its state; turning it on again starts fresh (a new canceller learns
-   the echo path again).
+   the echo path again). Turned on mid-session, its far end starts where the session's input
+   clock stands (`configure`'s `input_ms`), the clock VAD chunks and a page's ACKs
+   (`input_ms`) count on: rules 7 and 8 compare the reference's times with theirs.
+9. A clear names its response (`output_audio_buffer.cleared`'s, a truncated item's: the
+   response whose audio that item carried): it drops the reference only while that
+   response's audio is in it (far_end.py rule 4), so a client's late truncate of one reply
+   never drops the next one's.
 7. Over the echo a chunk must be clearly speech to count: while the reference played within
    the last `ECHO_TAIL_MS` (the room's delay and reverberation), a VAD probability below
    `ECHO_SPEECH` is scaled down under the session's threshold (`over_echo`). A canceller
@@ -114,6 +120,8 @@ class InputProcessing:
         # Samples of each recent response sent so far: where its next delta starts (rule 3's
         # ACK correction counts from a response's first sample).
         self._sent: dict[str, int] = {}
+        # Rule 9: the response each recent audio item belongs to.
+        self._items: dict[str, str] = {}
         # Rule 7: the appends (input ms, start and end) in which the reference had sound.
         self._played_at: deque[tuple[int, int]] = deque(maxlen=SPANS)
         self._levels = InputLevels()  # rule 8
@@ -128,17 +136,28 @@ class InputProcessing:
     def far_end(self) -> FarEnd | None:
         return self._far
 
-    def configure(self, settings: SessionConfig) -> None:
-        """Rules 1 and 6 (a configuration `check` passed)."""
+    def configure(self, settings: SessionConfig, input_ms: int = 0) -> None:
+        """Rules 1 and 6 (a configuration `check` passed), with the session's input clock at
+        `input_ms`."""
         kind = settings.noise_reduction.type if settings.noise_reduction is not None else None
         if settings.echo_cancellation is None:
             self._canceller = self._far = None
             self._sent.clear()
+            self._items.clear()
+            self._played_at.clear()
         elif self._canceller is None:
             self._canceller = self._dsp().canceller(RATE, kind)
-            self._far = FarEnd(MAX_AHEAD, ACK_TOLERANCE, SLACK, FINE_TOLERANCE, FREQUENT_ACKS)
+            self._far = FarEnd(
+                MAX_AHEAD,
+                ACK_TOLERANCE,
+                SLACK,
+                FINE_TOLERANCE,
+                FREQUENT_ACKS,
+                position=input_ms * RATE // 1000,
+            )
             self._levels, self._echo_level = InputLevels(), EchoLevel()
             self._clock = InputClock(RATE)
+            self._played_at.clear()
         else:
             self._canceller.noise_reduction = kind
         # With a canceller its own suppressor runs after it; without, one of its own.
@@ -192,13 +211,21 @@ class InputProcessing:
                 self._sent[rid] = offset + samples.size
                 while len(self._sent) > RECENT:
                     del self._sent[next(iter(self._sent))]
+                self._items.pop(event.item_id, None)
+                self._items[event.item_id] = rid
+                while len(self._items) > RECENT:
+                    del self._items[next(iter(self._items))]
                 far.sent(rid, samples, offset, at)
             elif isinstance(event, se.OutputAudioBufferPaused):
                 far.pause()
             elif isinstance(event, se.OutputAudioBufferResumed):
                 far.resume(at)
-            elif isinstance(event, se.OutputAudioBufferCleared | se.ConversationItemTruncated):
-                far.clear()
+            elif isinstance(event, se.OutputAudioBufferCleared):
+                far.clear(event.response_id)  # rule 9
+            elif isinstance(event, se.ConversationItemTruncated):
+                owner = self._items.get(event.item_id)
+                if owner is not None:  # an item with no audio sent has none to clear
+                    far.clear(owner)
 
     def over_echo(self, answer: SpeechProbabilities, threshold: float) -> SpeechProbabilities:
         """Rules 7 and 8: the VAD's answer as turn detection hears it."""

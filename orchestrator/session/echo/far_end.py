@@ -5,7 +5,8 @@ needs the played audio sample for sample beside the input. The server knows what
 this places it where the client plays it, with the input itself as the clock.
 
 Rules:
-1. The clock is the input: a position counts input samples since the session started, and
+1. The clock is the input: a position counts input samples since the session started (a far
+   end made mid-session starts at the input's position then: `position`), and
    `take(n)` hands out the reference for the next `n` input samples (silence where nothing
    plays) and moves the position on. No wall clock here: the client's audio arrives at real
    time, so its sample count is the session's time as the client lived it; where the client
@@ -28,8 +29,10 @@ Rules:
 3. A pause (pause mode's `output_audio_buffer.paused`) holds the stream where it stands: the
    reference is silent meanwhile; a resume plays on from the same sample, from the position
    of the resume.
-4. A clear (an interruption, a cancel, a truncate) drops everything not yet played at once:
-   from the current position the reference is silent, until audio is sent again.
+4. A clear (an interruption, a cancel, a truncate) of the response playing drops everything
+   not yet played at once: from the current position the reference is silent, until audio is
+   sent again. A clear of a response none of whose audio waits any more (a client's late
+   truncate of a reply that has played out) drops nothing: the next reply's audio is not its.
 5. A client that acknowledges playback corrects the placement when it is far off:
    `played(response, ms)` says the client had played `ms` of that response at the current
    position; if the reference is more than `tolerance` samples from there (an underrun the
@@ -94,6 +97,7 @@ class FarEnd:
         slack: int = 0,
         fine_tolerance: int | None = None,
         frequent: int = 0,
+        position: int = 0,
     ) -> None:
         self._max_ahead = max_ahead
         self._tolerance = tolerance
@@ -104,7 +108,7 @@ class FarEnd:
         # Where what was sent last ran out (rule 2's slack); None once a pause or clear
         # stopped the client's playback too.
         self._ran_out: int | None = None
-        self.position = 0  # rule 1
+        self.position = position  # rule 1
         self._pending: deque[_Segment] = deque()
         self._queued = 0  # samples in _pending
         # Where the head of _pending plays; None while nothing plays (rule 2's wait, rule 3).
@@ -148,8 +152,10 @@ class FarEnd:
         if self._pending and self._start is None:
             self._start = self.position if at is None else max(self.position, at)
 
-    def clear(self) -> None:
-        """Rule 4."""
+    def clear(self, response_id: str | None = None) -> None:
+        """Rule 4: `response_id`'s audio is cleared (None: whatever plays)."""
+        if response_id is not None and all(s.response_id != response_id for s in self._pending):
+            return
         self._pending.clear()
         self._queued = 0
         self._start = None

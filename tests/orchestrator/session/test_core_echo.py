@@ -257,3 +257,54 @@ def test_rule8_before_the_echo_level_is_known_rule7_alone_decides() -> None:
     loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()
     driver.handle(BackendAudio(start.response_id, start.seq, loud))
     assert _speech_started(driver.speak(96, 0.97, value=3030)), "no echo level yet: 0.97 counts"
+
+
+def test_rule6_turned_on_mid_session_the_reference_is_on_the_session_s_input_clock() -> None:
+    """Rules 6-7: echo cancellation turned on after 2 s of the session (the page's Apply
+    button): the reference's times are on the session's input clock, as the VAD's chunk ends
+    are, so a residual-like 0.7 over the answer's echo still starts no turn."""
+    driver = core(Recorded())
+    driver.speak(2048, 0.0)  # two seconds of the session before echo cancellation is on
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()  # two seconds of answer playing
+    driver.handle(BackendAudio(start.response_id, start.seq, loud))
+    assert not _speech_started(driver.speak(256, 0.7)), "the echo's residual started a turn"
+    assert _speech_started(driver.speak(96, 0.97)), "a user over the echo still starts it"
+
+
+def test_rule9_a_late_truncate_of_one_reply_keeps_the_next_reply_s_reference() -> None:
+    seen = Recorded()
+    driver = core(seen)
+    update(driver, echo_cancellation=EchoCancellation(), turn_detection=None)
+    first = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    driver.handle(BackendAudio(first.response_id, first.seq, pcm([7] * 240)))
+    [delta] = [e for e in driver.last.events if isinstance(e, se.ResponseOutputAudioDelta)]
+    # The first reply plays out, and 300 ms pass (past far_end.py rule 2's slack).
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 7440)))
+    processing = driver.core._processing
+    second = np.arange(1, 481, dtype=np.int16)
+    processing.heard(
+        [
+            se.ResponseOutputAudioDelta(
+                response_id="resp_next",
+                item_id="item_next",
+                output_index=0,
+                content_index=0,
+                delta=second.astype("<i2").tobytes(),
+            )
+        ],
+        driver.now,
+    )
+    # The client truncates the first reply late, while the second one plays.
+    late = se.ConversationItemTruncated(item_id=delta.item_id, content_index=0, audio_end_ms=10)
+    processing.heard([late], driver.now)
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 240)))
+    assert seen.far[-1].tolist() == second[:240].tolist(), "the next reply's reference was lost"
+    # A truncate of the reply that plays still stops its reference at once.
+    processing.heard(
+        [se.ConversationItemTruncated(item_id="item_next", content_index=0, audio_end_ms=5)],
+        driver.now,
+    )
+    driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 240)))
+    assert seen.far[-1].tolist() == [0] * 240

@@ -63,6 +63,24 @@ def test_rule4_a_clear_silences_the_reference_at_once() -> None:
     assert far.take(10).tolist() == list(range(1, 11))
 
 
+def test_rule4_a_clear_of_a_reply_no_longer_playing_drops_nothing() -> None:
+    far = FarEnd(max_ahead=RATE)
+    far.sent("r1", ramp(0, 100), 0)
+    far.take(100)  # r1 has played out
+    far.sent("r2", ramp(0, 500), 0)
+    far.clear("r1")  # a late truncate of r1
+    assert far.take(100).tolist() == list(range(1, 101))
+    far.clear("r2")  # r2's own clear stops it at once
+    assert far.take(100).tolist() == [0] * 100 and far.queued == 0
+
+
+def test_rule1_a_far_end_made_mid_session_starts_at_the_input_s_position() -> None:
+    far = FarEnd(max_ahead=RATE, position=48_000)
+    far.sent("r1", ramp(0, 10), 0, at=48_000)
+    assert far.take(10).tolist() == list(range(1, 11))
+    assert far.position == 48_010
+
+
 def test_rule5_a_client_ahead_skips_what_it_has_played() -> None:
     far = FarEnd(max_ahead=RATE)
     far.sent("r1", ramp(0, 1000), 0)
