@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -106,6 +107,18 @@ def check(settings: SessionConfig) -> ConfigProblem | None:
             "session.audio.input.noise_reduction",
         )
     return None
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(recent: dict[K, V], key: K, value: V) -> None:
+    """`key` is the newest of `recent`, which keeps the RECENT newest keys."""
+    recent.pop(key, None)
+    recent[key] = value
+    while len(recent) > RECENT:
+        del recent[next(iter(recent))]
 
 
 class InputProcessing:
@@ -207,14 +220,9 @@ class InputProcessing:
             if isinstance(event, se.ResponseOutputAudioDelta):
                 samples = np.frombuffer(event.delta, dtype="<i2").astype(np.int16)
                 rid = event.response_id
-                offset = self._sent.pop(rid, 0)
-                self._sent[rid] = offset + samples.size
-                while len(self._sent) > RECENT:
-                    del self._sent[next(iter(self._sent))]
-                self._items.pop(event.item_id, None)
-                self._items[event.item_id] = rid
-                while len(self._items) > RECENT:
-                    del self._items[next(iter(self._items))]
+                offset = self._sent.get(rid, 0)
+                _remember(self._sent, rid, offset + samples.size)
+                _remember(self._items, event.item_id, rid)
                 far.sent(rid, samples, offset, at)
             elif isinstance(event, se.OutputAudioBufferPaused):
                 far.pause()

@@ -47,7 +47,7 @@ from orchestrator.protocol.session_config import (
     TurnDetection,
 )
 from orchestrator.session.actions import PredictTurn, StartBackend, Transcribe
-from orchestrator.session.audio import decode_input
+from orchestrator.session.audio import VAD_RATE, decode_input
 from orchestrator.session.core_history import PreemptedTranscript
 from orchestrator.session.core_outbox import Ids, Outbox
 from orchestrator.session.core_types import CoreConfig, PreemptNoted, TurnEnded
@@ -166,9 +166,7 @@ class Turns:
             self.end_of_turn.threshold = waits.threshold
             self.end_of_turn.unsure_ms = waits.unsure_wait_ms
             self.end_of_turn.sure_ms = waits.sure_wait_ms
-            self.input.limit_silence(self.end_of_turn.silence_limit_ms)
-        else:
-            self.input.limit_silence(None)
+        self._limit_silence()
 
     def _pause_ms(self, vad: TurnDetection | None) -> int | None:
         """Candidate pauses are cut only for someone who listens to them."""
@@ -207,7 +205,7 @@ class Turns:
                 token = self.end_of_turn.ask(with_words=words)
                 # The pause's deadline: the turn ends at the unsure wait unless an answer
                 # moves it (end_of_turn.py rule 2).
-                self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+                self._limit_silence()
                 # All the turn's audio buffered when asked (the VAD trails the client by some
                 # tens of ms): measured better than cutting it at the VAD's chunk (premature
                 # ends 50% vs 54%, complete turns late 46% vs 58%; docs/benchmarks.md).
@@ -215,14 +213,14 @@ class Turns:
                 self._out.act(PredictTurn(token, audio))
                 if words:
                     item_id = self._promised or ""
-                    latest = self.input.audio_since(0, WORDS_WINDOW_MS)  # turn_words rule 3
+                    # turn_words rule 3: the words of the same audio's last 3 s.
+                    latest = audio[-WORDS_WINDOW_MS * VAD_RATE // 1000 :]
                     self._out.act(Transcribe(item_id, latest, "end_of_turn", token))
             yield ev.TurnPaused()
             return
         if isinstance(event, VadResumed):
             self.end_of_turn.resumed()
-            if self._semantic:
-                self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+            self._limit_silence()
             yield ev.SpeechResumed()
             return
         if isinstance(event, VadSpeechStarted):
@@ -236,7 +234,7 @@ class Turns:
         if cause is None:
             cause = self.end_of_turn.cause_of_silence_stop() if self._semantic else "silence"
         self.end_of_turn.resumed()  # an answer still in flight is about a turn that ended
-        self.input.limit_silence(self.end_of_turn.silence_limit_ms if self._semantic else None)
+        self._limit_silence()
         self._out.note(TurnEnded(cause))
         facts = self.overlap.facts()
         yield ev.SpeechStopped(
@@ -265,13 +263,13 @@ class Turns:
                     f"after {self.end_of_turn.fallback_ms} ms of silence until it recovers.",
                     event_id=None,
                 )
-            self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+            self._limit_silence()
             if self.end_of_turn.fallback_due(self.input.silence_ms):
                 yield from self._end_turn("fallback")
             return
         silence = self.input.silence_ms
         verdict = self.end_of_turn.answered(answer.token, answer.probability, silence)
-        self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+        self._limit_silence()
         if verdict.end and verdict.cause is not None:
             yield from self._end_turn(verdict.cause)
 
@@ -279,9 +277,14 @@ class Turns:
         if not self._semantic:
             return
         verdict = self.end_of_turn.heard(ready.token, ready.transcript, self.input.silence_ms)
-        self.input.limit_silence(self.end_of_turn.silence_limit_ms)
+        self._limit_silence()
         if verdict.end and verdict.cause is not None:
             yield from self._end_turn(verdict.cause)
+
+    def _limit_silence(self) -> None:
+        """The detector's silence limit is semantic_vad's (end_of_turn.py rules 2-4), none for
+        server_vad: set after every change to either."""
+        self.input.limit_silence(self.end_of_turn.silence_limit_ms if self._semantic else None)
 
     def _end_turn(self, cause: EndCause) -> Iterator[TurnAsk]:
         stopped = self.input.end_turn()

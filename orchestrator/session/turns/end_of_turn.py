@@ -67,7 +67,6 @@ class EndOfTurn:
 
     __slots__ = (
         "_current",
-        "_decided",
         "_down",
         "_fallback_ms",
         "_probability",
@@ -98,9 +97,8 @@ class EndOfTurn:
         self._probability: float | None = None
         self._words: str | None = None
         self._words_due = False
-        # The last asked pause was decided (since speech), and whether it was sure.
-        self._decided = False
-        self._sure = False
+        # Whether the last asked pause was judged sure (None: none judged since speech).
+        self._sure: bool | None = None
 
     @property
     def down(self) -> bool:
@@ -122,7 +120,7 @@ class EndOfTurn:
         wait). Rules 2-4."""
         if self._down:
             return self._fallback_ms
-        if self._current is None and not self._decided:
+        if self._current is None and self._sure is None:
             return None
         if self._sure:
             return self.sure_ms
@@ -136,13 +134,13 @@ class EndOfTurn:
         self._probability = None
         self._words = None
         self._words_due = with_words
-        self._decided = self._sure = False
+        self._sure = None
         return self._current
 
     def resumed(self) -> None:
         """Speech resumed, or the turn ended: the ask in flight is stale."""
         self._current = None
-        self._decided = self._sure = False
+        self._sure = None
 
     def answered(self, token: int, probability: float, silence_ms: int = 0) -> Verdict:
         """The model's answer; `silence_ms`: the pause's silence so far (the caller's
@@ -165,7 +163,6 @@ class EndOfTurn:
         if self._probability is None or self._words_due:
             return _WAIT  # an answer still to come
         self._current = None
-        self._decided = True
         # A NaN (a broken reply) fails the comparison: the pause stays unsure.
         self._sure = turn_score(self._probability, words_say(self._words)) >= self.threshold
         if self._sure and silence_ms >= self.sure_ms:

@@ -20,7 +20,6 @@ Rules:
    an end likelier than the sound alone says); `open` leaves the probability as it is. Why
    these and not others: chosen on the human held turns (bench.turn_policy, docs/
    benchmarks.md "End of turn: the sound and the words"); the alternatives measured are there.
-
 3. The words judged are the turn's last `WORDS_WINDOW_MS` (3 s), not all the sound Smart
    Turn hears: the fast decode stops after its token budget (24 tokens, PARTIAL_MAX_TOKENS of
    turntaker_models/cascade/asr.py), and 8 s of speech overflows it, so the "last word" was
