@@ -14,7 +14,9 @@ Per N (a sweep that stops at the first N that is not real time, but not before N
   against the same `null` request sent straight to Triton with tritonclient in the same run;
 - event-loop lag, input backlog, CPU and RSS per session; real time means p99 lag <= 20 ms,
   input backlog p99 <= two appends per session, and no missed clear, answer or session;
-- all of it twice: VAD batched in Triton, and one silero per session in the server process.
+- all of it twice: VAD batched in Triton, and one silero per session in the server process;
+  with `--echo off,on` also with the server's echo cancellation on (WebRTC AEC3 on every
+  append, its reference the answers' audio), the two side by side (real-time N, CPU/session).
 Then memory over 10,000 interruptions in one session (a second Triton whose `null` runs 1000x
 faster, so the loop takes a minute, not hours).
 
@@ -94,6 +96,12 @@ class Row:
     direct: list[float]
     client_lag: list[float]
     triton_cpu_s: float
+    # The sessions asked for `audio.input.echo_cancellation: server`.
+    echo: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.vad} echo" if self.echo else self.vad
 
     @property
     def samples(self) -> dict[str, list[float]]:
@@ -138,7 +146,7 @@ class Row:
 
 async def _drive(
     server: RealtimeProcess, script: Script, sessions: int, warmup_s: float, measure_s: float,
-    grpc_url: str, audio16: Audio16, triton_pgid: int, profile: Path | None,
+    grpc_url: str, audio16: Audio16, triton_pgid: int, profile: Path | None, echo: bool,
 ) -> tuple[Figures, dict[str, Any], list[float], list[float], float]:  # fmt: skip
     figures = Figures()
     client_lag: list[float] = []
@@ -167,8 +175,9 @@ async def _drive(
     probe.start()
     try:
         await run_sessions(
-            server.url, script, sessions, warmup_s, measure_s, figures, on_measure=measuring
-        )
+            server.url, script, sessions, warmup_s, measure_s, figures, on_measure=measuring,
+            echo=echo,
+        )  # fmt: skip
         counters = await asyncio.to_thread(server.ask, "stats")
         triton_cpu[1] = group_cpu_s(triton_pgid)
     finally:
@@ -182,6 +191,7 @@ async def _drive(
 def sweep_point(
     grpc_url: str, triton_pgid: int, vad: str, sessions: int, script: Script,
     audio16: Audio16, warmup_s: float, measure_s: float, profile: Path | None = None,
+    echo: bool = False,
 ) -> Row:  # fmt: skip
     server = RealtimeProcess(grpc_url, instrumented=servers.instrumented(vad))
     try:
@@ -198,17 +208,18 @@ def sweep_point(
                 audio16,
                 triton_pgid,
                 profile,
+                echo,
             )
         )
     finally:
         server.close()
-    return Row(vad, sessions, figures, counters, baseline, direct, client_lag, triton_cpu)
+    return Row(vad, sessions, figures, counters, baseline, direct, client_lag, triton_cpu, echo)
 
 
 def _print_row(row: Row) -> None:
     s, f = row.samples, row.figures
     print(
-        f"[{row.vad} N={row.sessions}] turns {f.turns} barge-in client p50 "
+        f"[{row.label} N={row.sessions}] turns {f.turns} barge-in client p50 "
         f"{report.ms(stats.median(f.barge_in))} p99 {report.ms(stats.p99(f.barge_in))} server p99 "
         f"{report.ms(stats.p99(s.get('barge_in_latency', [])))} ms; ttfa(commit) "
         f"{report.ms(stats.median(f.ttfa_commit))} direct "
@@ -266,7 +277,9 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
         "Pipeline `null` in a real tritonserver: 80 ms chunks of audio at real-time pace, the "
         "first after 234 ms, no compute. Each session streams flite speech in real time "
         "(100 ms appends), server VAD (silence 500 ms), and barges in 1 s into every 4 s "
-        "answer, ACKing playback every 0.5 s. The realtime server runs in its own process; "
+        "answer, ACKing playback every 0.5 s; with echo, its session.update turns on "
+        "`audio.input.echo_cancellation` (`server`: WebRTC AEC3 on every append, its reference "
+        "the answers' audio). The realtime server runs in its own process; "
         "client, server and Triton share the machine's 2 cores. Times in ms: median / p99.",
         "",
         "- barge-in (client): onset append sent -> `output_audio_buffer.cleared` received, "
@@ -281,10 +294,10 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
         "RSS: growth over the idle server per session; client lag: the load generator's own "
         "event-loop lag, which bounds how far its timings can be off.",
         "",
-        "| VAD | N | turns | barge-in client | barge-in server | TTFA end | TTFA commit | "
+        "| VAD | echo | N | turns | barge-in client | barge-in server | TTFA end | TTFA commit | "
         "direct | ratio | lag | backlog p99 | CPU/session | Triton CPU | RSS/session MB | "
         "real time | client lag p99 |",
-        "|---|---:|---:|---|---|---|---|---|---:|---|---:|---:|---:|---:|---|---:|",
+        "|---|---|---:|---:|---|---|---|---|---|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for row in rows:
         f, s = row.figures, row.samples
@@ -294,7 +307,8 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
 
         triton_pct = row.triton_cpu_s / float(row.server["wall_s"]) * 100
         lines.append(
-            f"| {row.vad} | {row.sessions} | {f.turns} | {pair(f.barge_in)} | "
+            f"| {row.vad} | {'on' if row.echo else 'off'} | {row.sessions} | {f.turns} | "
+            f"{pair(f.barge_in)} | "
             f"{pair(s.get('barge_in_latency', []))} | {pair(f.ttfa_end)} | "
             f"{pair(f.ttfa_commit)} | {pair(row.direct)} | {row.overhead:.3f}x | "
             f"{pair(s.get('event_loop_lag', []))} | {row.backlog_p99_per_session:.2f} | "
@@ -302,11 +316,11 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
             f"{row.rss_per_session_mb:.2f} | {'yes' if row.realtime else 'no'} | "
             f"{report.ms(stats.p99(row.client_lag))} |"
         )
-    by_vad: dict[str, list[Row]] = {}
+    by_label: dict[str, list[Row]] = {}
     for row in rows:
-        by_vad.setdefault(row.vad, []).append(row)
+        by_label.setdefault(row.label, []).append(row)
     lines.append("")
-    for vad, group in by_vad.items():
+    for label, group in by_label.items():
         real = [r.sessions for r in group if r.realtime]
         broke = [r for r in group if not r.realtime]
         limit = f"largest real-time N {max(real)}" if real else "no N was real time"
@@ -324,7 +338,8 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
                     f"failed sessions {f.failed_sessions}"
                 )
             limit += f"; at N={r.sessions}: " + ", ".join(why)
-        lines.append(f"- VAD {vad}: {limit}.")
+        lines.append(f"- VAD {label}: {limit}.")
+    lines += echo_against_off(rows)
     lines += ["", *targets(rows, memory)]
     if memory is not None:
         lines += [
@@ -348,9 +363,44 @@ def render(rows: list[Row], memory: Memory | None, command: str, machine: str) -
     return "\n".join(lines) + "\n"
 
 
+def echo_against_off(rows: list[Row]) -> list[str]:
+    """Echo cancellation on against off, side by side per VAD and N run both ways: real time
+    and CPU per session, then the largest real-time N of each."""
+    off = {(r.vad, r.sessions): r for r in rows if not r.echo}
+    pairs = [(off[r.vad, r.sessions], r) for r in rows if r.echo and (r.vad, r.sessions) in off]
+    if not pairs:
+        return []
+    lines = [
+        "",
+        "Echo cancellation on against off:",
+        "",
+        "| VAD | N | CPU/session off | CPU/session on | real time off | real time on |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for a, b in pairs:
+        lines.append(
+            f"| {a.vad} | {a.sessions} | {a.cpu_per_session * 100:.2f}% | "
+            f"{b.cpu_per_session * 100:.2f}% | {'yes' if a.realtime else 'no'} | "
+            f"{'yes' if b.realtime else 'no'} |"
+        )
+    lines.append("")
+    for vad in dict.fromkeys(a.vad for a, _ in pairs):
+
+        def largest(echo: bool, vad: str = vad) -> int:
+            real = [r.sessions for r in rows if r.vad == vad and r.echo == echo and r.realtime]
+            return max(real, default=0)
+
+        lines.append(
+            f"- VAD {vad}: largest real-time N {largest(False)} with echo cancellation off, "
+            f"{largest(True)} on."
+        )
+    return lines
+
+
 def targets(rows: list[Row], memory: Memory | None) -> list[str]:
-    """The issue's targets against this run's figures (VAD in Triton, the production path)."""
-    triton_rows = {r.sessions: r for r in rows if r.vad == "triton"}
+    """The issue's targets against this run's figures (VAD in Triton, the production path,
+    echo cancellation off)."""
+    triton_rows = {r.sessions: r for r in rows if r.vad == "triton" and not r.echo}
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "MISSED"
@@ -391,8 +441,8 @@ def plot(rows: list[Row], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for vad in sorted({r.vad for r in rows}):
-        group = [r for r in rows if r.vad == vad]
+    for vad in sorted({r.label for r in rows}):
+        group = [r for r in rows if r.label == vad]
         n = [r.sessions for r in group]
         axes[0].plot(n, [stats.p99(r.figures.barge_in) * 1000 for r in group], "o-",
                      label=f"client p99 ({vad} VAD)")  # fmt: skip
@@ -413,8 +463,8 @@ def plot(rows: list[Row], out: Path) -> None:
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for vad in sorted({r.vad for r in rows}):
-        group = [r for r in rows if r.vad == vad]
+    for vad in sorted({r.label for r in rows}):
+        group = [r for r in rows if r.label == vad]
         n = [r.sessions for r in group]
         axes[0].plot(n, [r.cpu_per_session * 100 for r in group], "o-", label=f"{vad} VAD")
         axes[1].plot(n, [r.rss_per_session_mb for r in group], "o-", label=f"{vad} VAD")
@@ -431,6 +481,12 @@ def plot(rows: list[Row], out: Path) -> None:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", default="1,10,50,75,100,150,200,300,400")
     parser.add_argument("--vad", default="triton,inprocess")
+    parser.add_argument(
+        "--echo",
+        default="off",
+        help="off, on or off,on: the sessions with the server's echo cancellation off, on, or "
+        "both side by side (default: %(default)s)",
+    )
     parser.add_argument("--warmup", type=float, default=6.0)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--interruptions", type=int, default=10000)
@@ -439,7 +495,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def echo_modes(value: str) -> list[bool]:
+    """`--echo`'s value: echo cancellation off, on, or both in the order given."""
+    words = [w.strip() for w in value.split(",") if w.strip()]
+    if not words or any(w not in ("off", "on") for w in words) or len(set(words)) < len(words):
+        raise cli.Usage(f"--echo: off, on or off,on, not {value!r}")
+    return [w == "on" for w in words]
+
+
 def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    echoes = echo_modes(args.echo)
     speech = flite_speech(QUESTION)
     script = Script.from_audio(speech)
     audio16 = np.asarray(soxr.resample(speech, 24000, 16000), np.float32)
@@ -448,16 +513,19 @@ def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
         assert server.pid is not None
         pgid = os.getpgid(server.pid)
         for vad in args.vad.split(","):
-            for sessions in [int(n) for n in args.sessions.split(",")]:
-                row = sweep_point(
-                    server.grpc_url, pgid, vad, sessions, script, audio16,
-                    args.warmup, args.seconds,
-                    args.profile / f"server-{vad}-{sessions}.txt" if args.profile else None,
-                )  # fmt: skip
-                _print_row(row)
-                rows.append(row)
-                if not row.realtime and sessions >= TARGET_N:
-                    break  # the limit broke: larger N only break it further
+            for echo in echoes:
+                name = f"{vad}-echo" if echo else vad
+                for sessions in [int(n) for n in args.sessions.split(",")]:
+                    row = sweep_point(
+                        server.grpc_url, pgid, vad, sessions, script, audio16,
+                        args.warmup, args.seconds,
+                        args.profile / f"server-{name}-{sessions}.txt" if args.profile else None,
+                        echo,
+                    )  # fmt: skip
+                    _print_row(row)
+                    rows.append(row)
+                    if not row.realtime and sessions >= TARGET_N:
+                        break  # the limit broke: larger N only break it further
     memory = memory_run(script, args.interruptions) if args.interruptions else None
     machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, CPU only"
     return cli.Outcome(render(rows, memory, command, machine), files=lambda at: plot(rows, at))

@@ -50,12 +50,17 @@ class Script:
         return cls(speech, append_pcm16(bytes(2 * step)), pcm)
 
 
-def session_update(max_tokens: int, *, server_vad: bool = True) -> str:
+def session_update(max_tokens: int, *, server_vad: bool = True, echo: bool = False) -> str:
+    """`echo`: with the server's echo cancellation on (WebRTC AEC3 on every append, its
+    reference the answers' audio)."""
     turn_detection: dict[str, object] | None = (
         {"type": "server_vad", "silence_duration_ms": 500, "prefix_padding_ms": 300}
         if server_vad
         else None
     )
+    audio_input: dict[str, object] = {"turn_detection": turn_detection}
+    if echo:
+        audio_input["echo_cancellation"] = {"type": "server"}
     return json.dumps(
         {
             "type": "session.update",
@@ -63,7 +68,7 @@ def session_update(max_tokens: int, *, server_vad: bool = True) -> str:
                 "type": "realtime",
                 "output_modalities": ["audio"],
                 "max_output_tokens": max_tokens,
-                "audio": {"input": {"turn_detection": turn_detection}},
+                "audio": {"input": audio_input},
             },
         }
     )
@@ -197,12 +202,13 @@ async def run_session(
     barge_after_s: float = 1.0,
     max_tokens: int = 50,
     answer_timeout_s: float = 10.0,
+    echo: bool = False,
 ) -> None:
     loop = asyncio.get_running_loop()
     await asyncio.sleep(start_delay)
     try:
         async with connect(url, max_size=None, compression=None, open_timeout=60) as ws:
-            await ws.send(session_update(max_tokens))
+            await ws.send(session_update(max_tokens, echo=echo))
             state = _State()
             reader = asyncio.create_task(_read(ws, state, figures))
             try:
@@ -280,9 +286,10 @@ async def run_sessions(
     measure_s: float,
     figures: Figures,
     on_measure: Callable[[], Awaitable[None]] | None = None,
+    echo: bool = False,
 ) -> None:
     """`sessions` sessions started over the first two seconds; measured after the warm-up
-    (`on_measure` runs as measuring begins)."""
+    (`on_measure` runs as measuring begins); `echo`: with the server's echo cancellation."""
     loop = asyncio.get_running_loop()
     stop_at = loop.time() + warmup_s + measure_s
     rng = np.random.default_rng(sessions)
@@ -295,7 +302,9 @@ async def run_sessions(
         figures.measuring = True
 
     tasks = [asyncio.create_task(measure())] + [
-        asyncio.create_task(run_session(url, script, figures, start_delay=d, stop_at=stop_at))
+        asyncio.create_task(
+            run_session(url, script, figures, start_delay=d, stop_at=stop_at, echo=echo)
+        )
         for d in delays
     ]
     await asyncio.gather(*tasks)

@@ -15,7 +15,8 @@ carries out what comes back: a `Step` of server events to send and actions to pe
 (`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`,
 `CancelTimer`, `SessionEnd`), kept apart, and notes for metrics. No clock, no socket, no task
 lives here, so every interleaving can be driven in memory by a test. The I/O layer reads nothing
-else of it but `input_format` (to parse appends at the edge).
+else of it but `input_format` (to parse appends at the edge) and `processes_input` (where to
+run an append's step).
 
 Rules (docs/protocol.md) enforced here by routing chart effects (the charts decide; this module
 acts):
@@ -172,6 +173,12 @@ class SessionCore:
     def input_format(self) -> AudioFormat:
         """The format appends are decoded from at the edge."""
         return self.settings.input_format
+
+    @property
+    def processes_input(self) -> bool:
+        """Whether appends go through echo cancellation or noise reduction (core_echo.py): a
+        step of CPU-bound DSP, which the I/O layer may run off its event loop."""
+        return self._processing.active
 
     def open(self, now_ms: int | None = None) -> Step:
         self._clock(now_ms)

@@ -4,10 +4,17 @@ Plumbing only: it decides nothing. Every happening (a client message, a VAD answ
 chunk, a transcript, a timer, the end of its lifetime) is one mail in a bounded mailbox, fed
 to the core in arrival order with the session's clock. The actor carries out the `Step` that
 comes back: actions first, then the server events into the bounded outbox, then its
-`SessionEnd`. It reads nothing of the core but `input_format`, and looks at server events
-only to count metrics. The VAD feeder, timers and backend jobs (backend_jobs.py) run in the
-session's nursery: closing the session cancels them all. No wait cycle: the actor never waits
-on the VAD (vad_feeder.py's credits hold the reader back instead).
+`SessionEnd`. It reads nothing of the core but `input_format` and `processes_input`, and looks
+at server events only to count metrics. The VAD feeder, timers and backend jobs
+(backend_jobs.py) run in the session's nursery: closing the session cancels them all. No wait
+cycle: the actor never waits on the VAD (vad_feeder.py's credits hold the reader back instead).
+
+An append's step with echo cancellation or noise reduction on (`processes_input`: about 20 ms
+of DSP per second of audio) runs on a worker thread of the process's one `dsp_limiter` pool
+(services.py), not on the event loop, which 50 such sessions would otherwise hold for a second
+every second (the DSP releases the GIL, so the threads run in parallel). The actor awaits the
+step, so one thread at a time touches the core and appends stay in input order; a cancel waits
+for the step to end (the core is never left mid-step).
 
 Every server event gets the session's next `server_event_seq` and is journaled by the
 session's link (orchestrator/session/resume/link.py) before it goes to the connection the
@@ -102,6 +109,7 @@ class SessionActor:
                 transcripts_for_pipeline=services.transcripts_for_pipeline,
                 transcript_wait_ms=int(services.transcript_wait_s * 1000),
                 turn_model=services.turn is not None,
+                processors=services.processors,
             ),
         )
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
@@ -141,6 +149,8 @@ class SessionActor:
 
     def decode(self, data: str | bytes) -> ce.ClientEvent | ce.LinkEvent | ProtocolError:
         """One WebSocket message from the client, parsed here, once, at the edge."""
+        # The reader runs while an append's step may be on a DSP thread (`_step`): safe, as
+        # `input_format` changes only at a session.update, whose step never leaves the loop.
         return decode_client_event(
             data, max_bytes=self.config.max_message_bytes, input_audio_format=self.core.input_format
         )
@@ -231,12 +241,25 @@ class SessionActor:
         opened = self.core.open(self._timers.now_ms())
         await self._carry_out(link_events.opened(opened, self.link.token))
         async for mail in self._mail_recv:
-            step = self.core.handle(mail.event, self._timers.now_ms())
+            step = await self._step(mail)
             if isinstance(mail, _Input) and isinstance(mail.event, SpeechProbabilities):
                 self._metrics.vad_step(step, mail.at)
             await self._carry_out(step, credit=isinstance(mail, _Client) and mail.credit)
             if self.end is not None:
                 return
+
+    async def _step(self, mail: _Mail) -> Step:
+        """The core's step for `mail`; an append's DSP on a worker thread (module docstring)."""
+        now_ms = self._timers.now_ms()
+        if (
+            isinstance(mail, _Client)
+            and isinstance(mail.event, ce.InputAudioBufferAppend)
+            and self.core.processes_input
+        ):
+            return await trio.to_thread.run_sync(
+                self.core.handle, mail.event, now_ms, limiter=self.services.dsp_limiter
+            )
+        return self.core.handle(mail.event, now_ms)
 
     async def _lifetime(self) -> None:
         """Mails the session's end at `max_session_s`, or when the server drains."""

@@ -1,17 +1,22 @@
 """What a session actor is given to work with: the VAD, the transcriber, the turn model, the
-response services and the metrics (one typed object, passed down from `serve`)."""
+response services, the metrics and the input DSP with its threads (one typed object, passed
+down from `serve`, shared by every session of the process)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import trio
 
 from orchestrator.service.backends.response_actor import ResponseServices
 from orchestrator.service.metrics import Metrics
+from orchestrator.session.echo.processors import Processors
+from orchestrator.session.echo.webrtc import WebRtcProcessors
 
 Audio = npt.NDArray[np.float32]
 # Charged with each append's decoded audio bytes; False: over the key's rate, drop the append.
@@ -51,3 +56,11 @@ class SessionServices:
     # The cascade hears through ASR: give it the orchestrator's transcripts, not audio again.
     transcripts_for_pipeline: bool = False
     transcript_wait_s: float = 30.0
+    # Echo cancellation and noise reduction (the core's `CoreConfig.processors`): WebRTC's,
+    # built when a session first asks for either.
+    processors: Callable[[], Processors] = WebRtcProcessors
+    # The threads their steps run on (actor.py), one pool for all sessions: the DSP is CPU
+    # work that releases the GIL, so up to one thread per core runs at once.
+    dsp_limiter: trio.CapacityLimiter = field(
+        default_factory=lambda: trio.CapacityLimiter(os.cpu_count() or 1)
+    )

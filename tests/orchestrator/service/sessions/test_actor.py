@@ -5,7 +5,9 @@ clock where timing matters."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +25,7 @@ from orchestrator.service.config import ServiceConfig
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.sessions.actor import SessionEnd
 from orchestrator.service.sessions.services import SessionServices
+from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
 from orchestrator.triton.pipeline_client import PipelineChunk
 from tests.orchestrator.service.sessions.in_memory import InMemoryClient, in_memory_session
 
@@ -489,3 +492,64 @@ async def test_every_event_gets_the_next_seq_and_the_journal_holds_them_in_order
     assert seen[0]["resume_token"] == actor.link.token
     replay = actor.link.journal.after(0)
     assert replay is not None and [json.loads(e.text) for e in replay] == seen
+
+
+class _RecordedCanceller:
+    """A canceller that hears the near end as it is (and records where and what it heard)."""
+
+    noise_reduction = None
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, Pcm]] = []
+
+    def process(self, near: Pcm, far: Pcm) -> Pcm:
+        self.calls.append((threading.get_ident(), near.copy()))
+        return near
+
+
+class _RecordedProcessors:
+    def __init__(self) -> None:
+        self.canceller_ = _RecordedCanceller()
+
+    def canceller(self, rate: int, noise_reduction: Any) -> Canceller:
+        return self.canceller_
+
+    def suppressor(self, rate: int, kind: Any) -> Suppressor:
+        raise AssertionError("noise reduction alone is not asked for")
+
+
+async def test_echo_dsp_runs_off_the_event_loop_in_input_order() -> None:
+    # Was: each append's echo cancellation ran in the core's step on the Trio thread, about
+    # 20 ms a second per session: 50 sessions held the event loop for a second every second.
+    config = ServiceConfig()
+    dsp = _RecordedProcessors()
+    services = dataclasses.replace(_services(Metrics(), config), processors=lambda: dsp)
+    actor, client = in_memory_session("sess_echo", config, services)
+    seen: list[dict[str, Any]] = []
+    echo = _event(
+        "session.update",
+        session={
+            "type": "realtime",
+            "audio": {"input": {"turn_detection": None, "echo_cancellation": {"type": "server"}}},
+        },
+    )
+    sent = [np.full(2400, i + 1, np.int16) for i in range(20)]
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_collect, client, seen)
+            nursery.start_soon(actor.run)
+            await client.send(echo)
+            for samples in sent:
+                await client.send(
+                    _event("input_audio_buffer.append", audio=base64.b64encode(samples).decode())
+                )
+            await client.send(_event("conversation.context.retrieve"))
+            while not any(e["type"] == "conversation.context" for e in seen):
+                await trio.sleep(0.01)
+            client.leave()
+    assert not [e for e in seen if e["type"] == "error"]
+    calls = dsp.canceller_.calls
+    loop_thread = threading.get_ident()
+    assert calls and all(thread != loop_thread for thread, _ in calls), "DSP on the event loop"
+    heard = np.concatenate([near for _, near in calls])
+    np.testing.assert_array_equal(heard, np.concatenate(sent))
