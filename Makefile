@@ -95,6 +95,8 @@ bench: $(STAMP) $(HUMAN_STAMP)
 	$(BIN)/python -m bench.end_of_turn --write
 	$(BIN)/python -m bench.turn_policy --write
 	$(BIN)/python -m bench.echo --write
+	$(BIN)/python -m bench.echo_offline --seeds 13 --kinds echo,interruption --write
+	$(BIN)/python -m bench.echo_page --write
 	$(BIN)/python -m bench.gpu_omni --weights tiny --write
 
 # Qwen3-Omni at real size (random weights built on the GPU) on one GPU node, no network needed:

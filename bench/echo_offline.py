@@ -1,0 +1,405 @@
+"""The echo bench's sessions replayed in memory: the real session core (`SessionCore`, its
+WebRTC canceller and every echo rule), the real silero VAD (the ONNX file the Triton `vad`
+model runs, bench/inprocess_vad.py), the same speakerphone player, rooms and corpus as
+bench/echo.py, on a simulated clock.
+
+Why: a live run costs real time (an answer is 7 s) and 2 cores hold four sessions at once, so
+hundreds of answers per echo level take an hour; here an answer costs what its DSP and VAD
+cost (about a tenth of a second), and the result does not depend on the machine's load. It is
+the instrument the echo rules are chosen with; bench/echo.py's live sessions are the check.
+
+Rules:
+1. One `replay` is one session of bench/echo.py's `run_session`: the same `session.update`,
+   question and `response.create`, decoded from the same JSON the client sends; the null
+   pipeline's pacing (the first chunk 234 ms after the request, then an 80 ms chunk every
+   80 ms); the speakerphone's player with its jitter and stalls, its room, its room tone,
+   the user's speech at the item's offset after the answer's first audio, and playback ACKs
+   every 100 ms with `input_ms`.
+2. The clock is the input's: every tick (20 ms) the client sends one append; the core is
+   handed that append at the tick's time, every `DetectSpeech` is answered at once (no
+   network, no batching), timers fire at their deadlines, and what the server sends reaches
+   the player before the next tick.
+3. What is counted is bench/echo.py's (`Outcome`): a cut (`output_audio_buffer.cleared`, a
+   cancelled `response.done`, an interrupt `overlap.decision`), `speech_started`, the onset
+   (the tick the user's first sample is sent in); times in seconds on the simulated clock.
+4. Every item with a room runs with cancellation on (and off with `--off`); the echo-free
+   items (no room) run as the plain server with a headset, cancellation off: the reference
+   the latency target is measured against. The targets are issue 34's: false barge-ins from
+   echo alone <= 2% at every level on >= 50 answers per level, interruptions over echo
+   missed <= 2%, onset -> interrupt over echo within 80 ms of the echo-free median, and every
+   interruption 0.5 s into an answer working (no blind window).
+
+Run: `python -m bench.echo_offline --write` (its own section, "## Echo (in memory)").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from bench import cli, machine_load, report, stats
+from bench.echo import ACK_EVERY_S, ASK, CHUNK_S, Mode, Outcome, Run, session_update
+from bench.echo_corpus import KINDS, LEVELS_DB, EchoItem, Plan, Voice, answer, build
+from bench.inprocess_vad import CHUNK, CONTEXT, silero_onnx_path
+from bench.overlap_corpus import room_tone
+from bench.rooms import EchoPath
+from bench.speakerphone import TICK, TICK_MS, Player, Playout
+from bench.speech import RATE, pcm16
+from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
+from orchestrator.protocol.errors import ProtocolError
+from orchestrator.session.actions import (
+    ArmTimer,
+    CancelBackend,
+    CancelTimer,
+    DetectSpeech,
+    StartBackend,
+)
+from orchestrator.session.core import SessionCore, Step
+from orchestrator.session.inputs import (
+    BackendAudio,
+    BackendDone,
+    SpeechProbabilities,
+    TimerFired,
+)
+
+FIRST_CHUNK_MS = 234
+CHUNK_MS = round(CHUNK_S * 1000)
+ACK_MS = round(ACK_EVERY_S * 1000)
+TAIL_S = 3.0  # bench/echo.py runs this long past the answer
+# Issue 34's targets (rule 4).
+FALSE_TARGET = 0.02
+MISSED_TARGET = 0.02
+LATENCY_MARGIN_MS = 80.0
+MIN_ANSWERS = 50
+
+
+class _Silero:
+    """One session's silero stream, answered on this thread (bench/inprocess_vad.py's)."""
+
+    def __init__(self) -> None:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        self._model = ort.InferenceSession(
+            str(silero_onnx_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self._state = np.zeros((2, 1, 128), np.float32)
+        self._context = np.zeros((1, CONTEXT), np.float32)
+        self._rate = np.array(16000, np.int64)
+
+    def __call__(self, chunk: Any) -> float:
+        x = np.concatenate([self._context, np.asarray(chunk, np.float32).reshape(1, CHUNK)], 1)
+        out, self._state = self._model.run(
+            None, {"input": x, "state": self._state, "sr": self._rate}
+        )
+        self._context = x[:, -CONTEXT:]
+        return float(np.asarray(out).reshape(-1)[0])
+
+
+class _Session:
+    """Rule 2: one core, its backend, its timers and its client, on one clock."""
+
+    def __init__(self, run: Run, item: EchoItem, cancellation: bool, mode: Mode) -> None:
+        self.core = SessionCore("bench")
+        self.now_ms = 0
+        self.out = Outcome(item, cancellation, mode)
+        self.vad = _Silero()
+        self.encoder = ServerEventEncoder()
+        self.timers: dict[str, tuple[int, int]] = {}
+        self.backend: dict[str, tuple[int, int]] = {}  # response -> (seq, next chunk index)
+        self.next_chunk_ms: dict[str, int] = {}
+        seed = item.room.seed if item.room is not None else 0
+        self.player = Player(Playout(item.jitter_ms, seed=seed))
+        self.path = EchoPath(item.room, RATE) if item.room is not None else None
+        self.tone = room_tone(10.0, seed)
+        self.tone_at = 0
+        self.voice = answer(item.voice)
+        self.captured = 0
+        self.last_ack = -ACK_MS
+        self.user = np.zeros(0, np.float32)
+        self._carry(self.core.open(0))
+        self.client(session_update(run, item, cancellation, mode))
+
+    def client(self, message: dict[str, Any]) -> None:
+        event = decode_client_event(json.dumps(message))
+        if isinstance(event, ProtocolError):
+            raise RuntimeError(f"the bench sent a bad event: {event}")
+        self._handle(event)
+
+    def _handle(self, event: Any) -> None:
+        self._carry(self.core.handle(event, self.now_ms))
+
+    def _carry(self, step: Step) -> None:
+        for action in step.actions:
+            if isinstance(action, DetectSpeech):
+                answers = tuple(self.vad(chunk) for chunk in action.chunks)
+                self._handle(SpeechProbabilities(answers, action.chunk_end_ms))
+            elif isinstance(action, StartBackend):
+                self.backend[action.response_id] = (action.seq, 0)
+                self.next_chunk_ms[action.response_id] = self.now_ms + FIRST_CHUNK_MS
+            elif isinstance(action, CancelBackend):
+                self.backend.pop(action.response_id, None)
+            elif isinstance(action, ArmTimer):
+                self.timers[action.kind] = (action.deadline_ms, action.token)
+            elif isinstance(action, CancelTimer):
+                self.timers.pop(action.kind, None)
+        at = self.now_ms / 1000
+        for event in step.events:
+            wire = json.loads(self.encoder.encode(event))
+            self.player.heard(wire)
+            self.out.on_event(wire, at)
+
+    def _due(self) -> None:
+        for kind, (deadline, token) in list(self.timers.items()):
+            if deadline <= self.now_ms and self.timers.get(kind) == (deadline, token):
+                del self.timers[kind]
+                self._handle(TimerFired(kind, token))  # type: ignore[arg-type]
+        for rid, (seq, index) in list(self.backend.items()):
+            if self.next_chunk_ms[rid] > self.now_ms:
+                continue
+            # The first response plays the voice; any later one (after a barge-in) is silent.
+            voice = self.voice if rid == self.out.answer_id else np.zeros(0, np.float32)
+            n = CHUNK_MS * RATE // 1000
+            part = voice[index * n : (index + 1) * n]
+            if part.size:
+                self.backend[rid] = (seq, index + 1)
+                self.next_chunk_ms[rid] += CHUNK_MS
+                self._handle(BackendAudio(rid, seq, pcm16(part)))
+            else:
+                del self.backend[rid]
+                self._handle(BackendDone(rid, seq))
+
+    def tick(self) -> None:
+        """Rules 1-2: one 20 ms tick of the client."""
+        self._due()
+        mic = self.path(self.player.tick()) if self.path is not None else np.zeros(TICK)
+        mic = mic.astype(np.float32)
+        start = self.tone_at % (self.tone.size - TICK)
+        mic += self.tone[start : start + TICK]
+        self.tone_at += TICK
+        if self.user.size:
+            n = min(TICK, self.user.size)
+            mic[:n] += self.user[:n]
+            self.user = self.user[n:]
+        self.client({"type": "input_audio_buffer.append", "audio": _b64(pcm16(mic))})
+        self.captured += TICK
+        self.now_ms += TICK_MS
+        self._ack()
+
+    def _ack(self) -> None:
+        if self.now_ms - self.last_ack < ACK_MS:
+            return
+        self.last_ack = self.now_ms
+        player = self.player
+        if player.queued and not player.paused:
+            rid = player.queued[0].response_id
+            self.client(
+                {
+                    "type": "playback.ack",
+                    "response_id": rid,
+                    "played_ms": 1000 * player.played.get(rid, 0) // RATE,
+                    "input_ms": 1000 * self.captured / RATE,
+                }
+            )
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def replay(
+    run: Run, item: EchoItem, cancellation: bool = True, mode: Mode = "immediate"
+) -> Outcome:
+    """Rule 1: one item's session, in memory."""
+    session = _Session(run, item, cancellation, mode)
+    out = session.out
+    session.client(ASK)
+    session.client({"type": "response.create"})
+    while out.first_audio is None and session.now_ms < 20_000:
+        session.tick()
+    if out.first_audio is None:
+        out.errors.append("no answer audio")
+        return out
+    out.began = out.first_audio
+    answer_s = session.voice.size / RATE
+    if item.user is not None:
+        until = session.now_ms + round(item.offset_s * 1000)
+        while session.now_ms < until and out.cut is None:
+            session.tick()
+        if out.cut is None:
+            session.user = item.user.audio.copy()
+            out.onset = session.now_ms / 1000  # the tick that sends its first sample
+    end = session.now_ms + round((answer_s + TAIL_S) * 1000)
+    while session.now_ms < end and not out.settled(session.now_ms / 1000):
+        session.tick()
+    out.ended = session.now_ms / 1000
+    return out
+
+
+def _one(args: tuple[Run, EchoItem, bool]) -> Outcome:
+    run, item, cancellation = args
+    return replay(run, item, cancellation)
+
+
+def measure(run: Run, workers: int) -> list[Outcome]:
+    items = build(run.plan)
+    # The echo-free items are the plain server with a headset: cancellation off (rule 4).
+    jobs = [(run, i, False) for i in items if i.room is None]
+    jobs += [(run, i, on) for on in run.settings for i in items if i.room is not None]
+    if workers <= 1:
+        return [_one(job) for job in jobs]
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(_one, jobs, chunksize=4))
+
+
+def table(run: Run, outcomes: list[Outcome], command: str, load: machine_load.Load) -> str:
+    lines = [
+        "## Echo (in memory)",
+        "",
+        f"Command: `{command}` ({len(outcomes)} sessions replayed; simulated clock).",
+        "",
+        *machine_load.lines(load),
+        "| voice | cancellation | echo level | false barge-ins (echo alone) | echo heard as "
+        "speech | interruptions cut by echo first | interruptions missed | onset -> "
+        "interrupt | backchannels cut |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    keys = [f"{x:g} dB" for x in run.plan.levels_db] + ["none"]
+    for voice in run.plan.voices:
+        for cancellation in sorted({o.cancellation for o in outcomes}):
+            for key in keys:
+                mine = [
+                    o
+                    for o in outcomes
+                    if o.item.voice == voice
+                    and o.cancellation == cancellation
+                    and o.item.level == key
+                ]
+                if not mine:
+                    continue
+                echo = [o for o in mine if o.item.kind == "echo"]
+                speech = [o for o in mine if o.item.kind == "interruption"]
+                playing = [o for o in speech if not o.cut_by_echo]
+                bc = [o for o in mine if o.item.kind == "backchannel" and not o.cut_by_echo]
+                cells = [
+                    voice,
+                    "on" if cancellation else "off",
+                    key,
+                    report.share_ci(sum(o.cut_by_echo for o in echo), len(echo)),
+                    report.share(sum(o.echo_speech for o in echo), len(echo)),
+                    report.share(sum(o.cut_by_echo for o in speech), len(speech)),
+                    report.share_ci(sum(not o.interrupted for o in playing), len(playing)),
+                    report.median_p90([o.latency for o in playing], 0),
+                    report.share(sum(o.interrupted for o in bc), len(bc)),
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+    false = [o for o in outcomes if o.cancellation and o.cut_by_echo]
+    if false:
+        lines += [
+            "",
+            "Cut by echo (cancellation on): "
+            + "; ".join(
+                f"{o.item.name} at {o.cut - (o.first_audio or 0):.2f} s"
+                for o in false[:12]
+                if o.cut is not None
+            ),
+        ]
+    missed = [o for o in outcomes if o.cancellation and o.item.kind == "interruption"]
+    missed = [o for o in missed if not o.cut_by_echo and not o.interrupted]
+    if missed:
+        lines += ["", "Missed (cancellation on): " + "; ".join(o.item.name for o in missed[:12])]
+    return "\n".join([*lines, "", *targets(outcomes)]) + "\n"
+
+
+def targets(outcomes: list[Outcome]) -> list[str]:
+    """Rule 4: issue 34's targets, met or MISSED, with cancellation on, every voice together."""
+    on = [o for o in outcomes if o.cancellation and o.item.room is not None]
+    free = [o for o in outcomes if o.item.room is None and o.item.kind == "interruption"]
+    lines = ["Targets (cancellation on):", ""]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    echo = [o for o in on if o.item.kind == "echo"]
+    levels = sorted({o.item.room.level_db for o in echo if o.item.room is not None})
+    worst, cells, enough = 0.0, [], bool(levels)
+    for level in levels:
+        at = [o for o in echo if o.item.room is not None and o.item.room.level_db == level]
+        cut = sum(o.cut_by_echo for o in at)
+        worst = max(worst, cut / len(at))
+        enough = enough and len(at) >= MIN_ANSWERS
+        cells.append(f"{level:g} dB {report.share_ci(cut, len(at))}")
+    lines.append(
+        f"- false barge-ins from echo alone <= {FALSE_TARGET:.0%} at every level, on >= "
+        f"{MIN_ANSWERS} answers per level: {'; '.join(cells) or '-'}: "
+        f"{verdict(enough and worst <= FALSE_TARGET)}"
+    )
+    over = [o for o in on if o.item.kind == "interruption"]
+    playing = [o for o in over if not o.cut_by_echo]
+    missed = sum(not o.interrupted for o in playing)
+    lines.append(
+        f"- interruptions over echo missed <= {MISSED_TARGET:.0%}: "
+        f"{report.share_ci(missed, len(playing))}: "
+        f"{verdict(bool(playing) and missed / len(playing) <= MISSED_TARGET)}"
+    )
+    with_echo = stats.median_ms([o.latency for o in playing])
+    alone = stats.median_ms([o.latency for o in free])
+    lines.append(
+        f"- onset -> interrupt over echo within {LATENCY_MARGIN_MS:.0f} ms of the echo-free "
+        f"median (the plain server, a headset): {with_echo:.0f} ms against {alone:.0f} ms: "
+        f"{verdict(with_echo - alone <= LATENCY_MARGIN_MS)}"
+    )
+    early = [o for o in over if o.item.offset_s == 0.5]
+    worked = sum(o.interrupted for o in early)
+    lines.append(
+        f"- no blind window: interruptions 0.5 s into the answer that interrupted: "
+        f"{report.share(worked, len(early))}: {verdict(bool(early) and worked == len(early))}"
+    )
+    return [*lines, ""]
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--voices", default="cascade,omni")
+    parser.add_argument("--seeds", type=int, default=13, help="rooms per level, delay and kind")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--levels", default=",".join(f"{x:g}" for x in LEVELS_DB))
+    parser.add_argument("--off", action="store_true", help="also with cancellation off")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+
+
+def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
+    voices: tuple[Voice, ...] = tuple(args.voices.split(","))
+    plan = Plan(
+        voices=voices,
+        seeds=args.seeds,
+        kinds=tuple(args.kinds.split(",")),
+        levels_db=tuple(float(x) for x in args.levels.split(",")),
+    )
+    run = Run(plan=plan, settings=(False, True) if args.off else (True,))
+    mark = machine_load.mark()
+    began = time.monotonic()
+    outcomes = measure(run, args.workers)
+    load = machine_load.Load(mark, machine_load.mark())
+    print(f"{len(outcomes)} sessions in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    return cli.Outcome(table(run, outcomes, command, load))
+
+
+BENCH = cli.Bench("bench.echo_offline", __doc__, report.DOC, _arguments, _run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli.main(BENCH, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
