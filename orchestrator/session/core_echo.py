@@ -39,6 +39,14 @@ Rules:
    level is more than `MARGIN_DB` under the echo's level at the microphone, which chunks of
    echo alone (the reference played within `ECHO_FRESH_MS`, the VAD under the threshold)
    keep measuring.
+10. Over the echo a chunk must also hold more than the echo (echo/double_talk.py): a chunk
+   rules 7 and 8 let through is scaled under the threshold all the same when no band of the
+   microphone's power is `DOUBLE_TALK_DB` over the echo the reference predicts there. The
+   residual a canceller leaves in a far, reverberant room (its filter shorter than the
+   room's tail) is loud and speech-like, so rules 7 and 8 pass it; its power is still the
+   answer's, which the prediction explains; a user's voice puts power where the answer has
+   none (bench/echo_offline.py: false barge-ins 3/80 -> 0/80 on the study's set, missed
+   interruptions 2/80 both ways).
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
@@ -53,6 +61,7 @@ import numpy as np
 
 from orchestrator.protocol import server as se
 from orchestrator.protocol.session_config import PCM16, NoiseReductionType, SessionConfig
+from orchestrator.session.echo.double_talk import DoubleTalk
 from orchestrator.session.echo.far_end import FarEnd
 from orchestrator.session.echo.input_clock import InputClock
 from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Suppressor
@@ -71,6 +80,8 @@ ECHO_TAIL_MS = 600
 ECHO_SPEECH = 0.85
 # Rule 8: a chunk this soon after the reference played, with no speech heard, is echo alone.
 ECHO_FRESH_MS = 100
+# Rule 10: how far over the echo the reference predicts a band of the microphone must be.
+DOUBLE_TALK_DB = 6.0
 CHUNK_MS = 32  # a VAD chunk (turns/detection.py)
 # A reference sample at or under this (int16) plays nothing: -60 dBFS.
 AUDIBLE = 33
@@ -140,6 +151,7 @@ class InputProcessing:
         self._levels = InputLevels()  # rule 8
         self._clock = InputClock(RATE)  # rule 3
         self._echo_level = EchoLevel()
+        self._double_talk = DoubleTalk()  # rule 10
 
     @property
     def active(self) -> bool:
@@ -169,6 +181,7 @@ class InputProcessing:
                 position=input_ms * RATE // 1000,
             )
             self._levels, self._echo_level = InputLevels(), EchoLevel()
+            self._double_talk = DoubleTalk()
             self._clock = InputClock(RATE)
             self._played_at.clear()
         else:
@@ -204,6 +217,7 @@ class InputProcessing:
                     self._played_at.append((end - near.size * 1000 // RATE, end))
                 cleaned = self._canceller.process(near, far)
                 self._levels.add(start, near, cleaned)
+                self._double_talk.add(start, near, far)
                 self._clock.heard(self._far.position, now_ms)
                 near = cleaned
             elif self._suppressor is not None:
@@ -247,7 +261,9 @@ class InputProcessing:
                 if levels is not None and since <= ECHO_FRESH_MS and probability < threshold:
                     self._echo_level.echo_only(levels[0])
                 quiet = levels is not None and not self._echo_level.loud_enough(levels[1])
-                if probability < ECHO_SPEECH or quiet:
+                excess = self._double_talk.excess_db(end_ms - CHUNK_MS, end_ms)
+                echo_alone = excess is not None and excess < DOUBLE_TALK_DB
+                if probability < ECHO_SPEECH or quiet or echo_alone:
                     probability = min(probability, ECHO_SPEECH) * threshold / ECHO_SPEECH
                     probability = min(probability, threshold * 0.999)
             heard.append(probability)

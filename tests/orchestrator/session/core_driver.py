@@ -33,11 +33,11 @@ class CoreDriver:
         self.last = self.core.handle(event, self.now)
         return self.last
 
-    def speak(self, ms: int, prob: float, value: int = 1) -> Step:
-        """`ms` of audio (every sample `value`) in 32 ms appends of pcm16, each answered at once
-        with `prob`."""
+    def speak(self, ms: int, prob: float, value: int = 1, append: bytes | None = None) -> Step:
+        """`ms` of audio (every sample `value`, or every append `append`: 32 ms of pcm16) in
+        32 ms appends, each answered at once with `prob`."""
         out = Step()
-        chunk = int(value).to_bytes(2, "little", signed=True) * 24 * APPEND_MS
+        chunk = append or int(value).to_bytes(2, "little", signed=True) * 24 * APPEND_MS
         for _ in range(ms // APPEND_MS):
             self.now += APPEND_MS
             step = self.handle(ce.InputAudioBufferAppend(audio=chunk))

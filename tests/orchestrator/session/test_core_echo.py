@@ -78,6 +78,14 @@ def pcm(values: list[int]) -> bytes:
     return np.array(values, dtype="<i2").tobytes()
 
 
+def voice(hz: float = 1000.0, amplitude: int = 5000) -> bytes:
+    """One 32 ms append of a user's voice: a tone, whole cycles (so appends join without a
+    click), in a band the tests' answer (a constant: its power all under 400 Hz) leaves empty:
+    rule 10's double talk."""
+    t = np.arange(24 * 32) / 24000
+    return (amplitude * np.sin(2 * np.pi * hz * t)).astype("<i2").tobytes()
+
+
 def appended(driver: CoreDriver) -> bytes:
     """What the session's input buffer holds (what the transcription and the model get)."""
     return b"".join(part.audio for part in driver.core._turns.input._buffer.parts())
@@ -221,7 +229,7 @@ def test_rule7_over_the_echo_only_clear_speech_starts_a_turn(echo: bool) -> None
     residual = driver.speak(256, 0.7)
     assert _speech_started(residual) is not echo, "a residual-like 0.7 starts speech only raw"
     if echo:
-        assert _speech_started(driver.speak(96, 0.97)), "a user over the echo still starts it"
+        assert _speech_started(driver.speak(96, 0.97, append=voice())), "a user over the echo"
 
 
 def test_rule7_after_the_echo_tail_the_plain_threshold_counts_again() -> None:
@@ -247,7 +255,7 @@ def test_rule8_a_residual_quieter_than_the_echo_starts_no_turn_and_the_user_does
     assert not _speech_started(driver.speak(640, 0.1, value=3000)), "the echo alone"
     residual = driver.speak(256, 0.97, value=3030)
     assert not _speech_started(residual), "a residual 40 dB under the echo scored as speech"
-    assert _speech_started(driver.speak(96, 0.97, value=5500)), "a user over the echo"
+    assert _speech_started(driver.speak(96, 0.97, append=voice(amplitude=5500))), "a user"
 
 
 def test_rule8_before_the_echo_level_is_known_rule7_alone_decides() -> None:
@@ -256,7 +264,8 @@ def test_rule8_before_the_echo_level_is_known_rule7_alone_decides() -> None:
     start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
     loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()
     driver.handle(BackendAudio(start.response_id, start.seq, loud))
-    assert _speech_started(driver.speak(96, 0.97, value=3030)), "no echo level yet: 0.97 counts"
+    user = voice(amplitude=3030)
+    assert _speech_started(driver.speak(96, 0.97, append=user)), "no echo level yet: 0.97 counts"
 
 
 def test_rule6_turned_on_mid_session_the_reference_is_on_the_session_s_input_clock() -> None:
@@ -270,7 +279,7 @@ def test_rule6_turned_on_mid_session_the_reference_is_on_the_session_s_input_clo
     loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()  # two seconds of answer playing
     driver.handle(BackendAudio(start.response_id, start.seq, loud))
     assert not _speech_started(driver.speak(256, 0.7)), "the echo's residual started a turn"
-    assert _speech_started(driver.speak(96, 0.97)), "a user over the echo still starts it"
+    assert _speech_started(driver.speak(96, 0.97, append=voice())), "a user over the echo"
 
 
 def test_rule9_a_late_truncate_of_one_reply_keeps_the_next_reply_s_reference() -> None:
@@ -308,3 +317,39 @@ def test_rule9_a_late_truncate_of_one_reply_keeps_the_next_reply_s_reference() -
     )
     driver.handle(ce.InputAudioBufferAppend(audio=pcm([0] * 240)))
     assert seen.far[-1].tolist() == [0] * 240
+
+
+class Passing:
+    """A canceller that has not learnt the room: the echo passes through it whole."""
+
+    noise_reduction: NoiseReductionType | None = None
+
+    def process(self, near: Pcm, far: Pcm) -> Pcm:
+        return near.copy()
+
+
+@dataclass
+class Unlearnt:
+    def canceller(self, rate: int, noise_reduction: NoiseReductionType | None) -> Canceller:
+        return Passing()
+
+    def suppressor(self, rate: int, kind: NoiseReductionType) -> Suppressor:
+        return Halving()
+
+
+def test_rule10_a_residual_the_reference_explains_starts_no_turn_and_a_user_s_voice_does() -> None:
+    """The canceller leaves the echo whole (a far, reverberant room, a canceller still
+    learning): loud, and scored 0.97, it passes rules 7 and 8; its power is the answer's,
+    which the reference predicts, so it starts no turn. A user's voice, in a band the answer
+    leaves empty, does."""
+    driver = CoreDriver(SessionCore("s", CoreConfig(processors=Unlearnt)))
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    answer = voice(hz=250.0, amplitude=6000)  # 8 whole cycles an append
+    driver.handle(BackendAudio(start.response_id, start.seq, answer * 150))  # 4.8 s
+    echo = voice(hz=250.0, amplitude=3000)  # the room halves it (-6 dB)
+    assert not _speech_started(driver.speak(1024, 0.1, append=echo)), "the echo, scored low"
+    residual = driver.speak(320, 0.97, append=echo)
+    assert not _speech_started(residual), "the echo itself, scored as speech, started a turn"
+    both = (np.frombuffer(echo, "<i2") + np.frombuffer(voice(), "<i2")).astype("<i2").tobytes()
+    assert _speech_started(driver.speak(96, 0.97, append=both)), "a user over the echo"

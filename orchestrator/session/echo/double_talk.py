@@ -1,0 +1,134 @@
+"""Double talk: is there more in the microphone than the answer's own echo?
+
+The echo is the reference (what the client played) filtered by the room; the user's voice is
+not. So the microphone's power in each band, frame by frame, is predicted from the reference's
+recent power in the same band through a short non-negative filter learnt per session (the
+room's delay, gain and reverberation as power sees them); a band where the microphone holds
+clearly more than that prediction holds someone else. Power, not samples: a power envelope
+survives what a sample-exact canceller cannot follow (a reverberant tail longer than AEC3's
+filter, a playout that shifts by a tick), and it is learnt within a second of echo, where AEC3
+can take seconds and, in a far, reverberant room, leaves a residual that silero scores as
+speech (bench/echo_offline.py: that residual is most of the false barge-ins left).
+
+Rules:
+1. Per 10 ms frame of the input clock (frames at multiples of `FRAME` samples, an append's
+   partial frame carried to the next) the microphone's and the reference's power in each of
+   `BANDS` (Hz). The reference is the one the canceller is handed (far_end.py), so frame n
+   of both is the same instant on the input clock.
+2. The predicted echo in band b at frame n is sum over k < `TAPS` of h[b, k] R[b, n - k]:
+   frames up to 640 ms back, which holds the client's playout and capture delay (the bench's
+   rooms: 40-400 ms, plus jitter) and the early reverberation. h starts at `PRIOR` (an echo
+   as loud as the answer, spread over the window) and learns by normalised LMS from every
+   frame where the reference had sound, except, once a band is trained (`TRAINED` frames in
+   which its reference had `SOUND`), a frame whose microphone is `FREEZE` times the
+   prediction or more (double talk: the user's voice must not be learnt as echo). h stays
+   >= 0. Until a band is trained its prediction is at least the loudest reference power in
+   the window: an echo as loud as the answer at its loudest, the most a speakerphone gives,
+   so a band the answer has just begun to fill (a first fricative) is not taken for the user
+   while its filter knows nothing of it; a user over a quiet echo is still well over the
+   trained prediction once the band has learnt (a few hundred ms of its sound).
+3. `excess_db(start_ms, end_ms)`: over a VAD chunk's frames, the most any band's microphone
+   power exceeds its predicted echo, in dB (power summed over the frames first). None before
+   any of those frames was heard.
+4. Bounded: `FRAMES` frames kept, a fixed filter per band, whatever the session's length.
+Pure: arrays in, numbers out; no clock.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import numpy.typing as npt
+
+from orchestrator.session.echo.processors import Pcm
+
+__all__ = ["DoubleTalk"]
+
+Powers = npt.NDArray[np.float64]
+
+RATE = 24000
+FRAME = RATE // 100  # 10 ms
+BANDS = ((100, 400), (400, 800), (800, 1600), (1600, 3200), (3200, 6400), (6400, 11000))
+TAPS = 64  # rule 2: 640 ms
+PRIOR = 1.0 / TAPS
+STEP = 0.5  # rule 2: the NLMS step
+TRAINED = 30  # rule 2: frames in which a band's reference had sound (`SOUND`)
+SOUND = 1e-6  # a band's power (float audio, full scale 1): -60 dBFS
+FREEZE = 4.0  # rule 2: 6 dB over the prediction
+FRAMES = 512  # rule 4: 5 s
+QUIET = 1e-14  # a reference band's squared power (float audio, full scale 1) that plays nothing
+# Added to both sides of rule 3's ratio: a band's power under about -90 dBFS (the room's own
+# noise in a band the answer leaves empty) is no one's voice.
+FLOOR = 1e-9
+
+_FREQS = np.fft.rfftfreq(FRAME, 1 / RATE)
+_MASKS = np.stack([(_FREQS >= lo) & (_FREQS < hi) for lo, hi in BANDS]).astype(np.float64)
+_WINDOW = np.hanning(FRAME)
+
+
+def _band_powers(frames: Powers) -> Powers:
+    """Rule 1: each row of `frames` (one 10 ms frame) as its power per band."""
+    spectrum = np.abs(np.fft.rfft(frames * _WINDOW, axis=1)) ** 2 / FRAME
+    return np.asarray(spectrum @ _MASKS.T, np.float64)
+
+
+class DoubleTalk:
+    def __init__(self) -> None:
+        self._h = np.full((len(BANDS), TAPS), PRIOR)
+        self._far = np.zeros((len(BANDS), TAPS))  # the reference's recent powers, newest first
+        self._learnt = np.zeros(len(BANDS))
+        self._near_part = np.zeros(0)
+        self._far_part = np.zeros(0)
+        self._next = 0  # the frame the carried part belongs to
+        # Rule 3: frame index -> (microphone, predicted echo) per band.
+        self._frames: OrderedDict[int, tuple[Powers, Powers]] = OrderedDict()
+
+    def add(self, start: int, near: Pcm, far: Pcm) -> None:
+        """`near` (the microphone) and `far` (its reference), the same length, began at input
+        sample `start` (rule 1)."""
+        if not self._near_part.size:
+            self._next = start // FRAME
+            lead = np.zeros(start - self._next * FRAME)
+            self._near_part, self._far_part = lead, lead
+        near_all = np.concatenate([self._near_part, near.astype(np.float64) / 32768])
+        far_all = np.concatenate([self._far_part, far.astype(np.float64) / 32768])
+        whole = near_all.size // FRAME
+        if whole:
+            mics = _band_powers(near_all[: whole * FRAME].reshape(whole, FRAME))
+            refs = _band_powers(far_all[: whole * FRAME].reshape(whole, FRAME))
+            for mic, ref in zip(mics, refs, strict=True):
+                self._frame(mic, ref)
+        self._near_part = near_all[whole * FRAME :]
+        self._far_part = far_all[whole * FRAME :]
+
+    def _frame(self, mic: Powers, ref: Powers) -> None:
+        self._far[:, 1:] = self._far[:, :-1]
+        self._far[:, 0] = ref
+        learnt = np.sum(self._h * self._far, axis=1)
+        # Rule 2: an untrained band's echo is at most as loud as its loudest recent reference.
+        trained = self._learnt >= TRAINED
+        predicted = np.where(trained, learnt, np.maximum(learnt, self._far.max(axis=1)))
+        self._frames[self._next] = (mic, predicted)
+        self._next += 1
+        while len(self._frames) > FRAMES:
+            self._frames.popitem(last=False)
+        # Rule 2: learn, except from double talk once trained.
+        energy = np.sum(self._far**2, axis=1)
+        learn = (energy > QUIET) & (~trained | (mic < FREEZE * learnt))
+        if learn.any():
+            self._learnt += learn & (ref > SOUND)
+            error = mic - learnt
+            update = STEP * (error / (energy + QUIET))[:, None] * self._far
+            self._h = np.where(learn[:, None], np.maximum(0.0, self._h + update), self._h)
+
+    def excess_db(self, start_ms: int, end_ms: int) -> float | None:
+        """Rule 3."""
+        first, last = start_ms * RATE // 1000 // FRAME, (end_ms * RATE // 1000 - 1) // FRAME
+        seen = [self._frames[i] for i in range(first, last + 1) if i in self._frames]
+        if not seen:
+            return None
+        mic = np.sum([m for m, _ in seen], axis=0)
+        predicted = np.sum([p for _, p in seen], axis=0)
+        ratio = (mic + FLOOR) / (predicted + FLOOR)
+        return float(10 * np.log10(ratio.max()))

@@ -1,0 +1,87 @@
+"""echo/double_talk.py: the microphone's power per band against the echo the reference
+predicts there, learnt per session."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.session.echo.double_talk import FRAMES, DoubleTalk
+
+RATE = 24000
+APPEND = 480  # 20 ms
+
+
+def speechlike(seconds: float, seed: int) -> np.ndarray:
+    """Noise in syllables: 150 ms on, 100 ms off, as an answer's envelope moves."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * RATE)
+    envelope = (np.arange(n) % (RATE // 4)) < RATE * 15 // 100
+    return rng.standard_normal(n) * 3000 * envelope
+
+
+def room(reference: np.ndarray, delay_ms: int, gain: float) -> np.ndarray:
+    """The echo: the reference delayed, with a short reverberant tail, at `gain`."""
+    taps = np.exp(-np.arange(RATE // 10) / (RATE * 0.03)) * np.random.default_rng(
+        1
+    ).standard_normal(RATE // 10)
+    taps *= gain / np.sqrt(np.sum(taps**2))
+    delayed = np.concatenate([np.zeros(delay_ms * RATE // 1000), reference])[: reference.size]
+    return np.convolve(delayed, taps)[: reference.size]
+
+
+def feed(double_talk: DoubleTalk, near: np.ndarray, far: np.ndarray, start: int = 0) -> None:
+    for at in range(0, near.size - APPEND + 1, APPEND):
+        double_talk.add(
+            start + at,
+            np.clip(near[at : at + APPEND], -32768, 32767).astype(np.int16),
+            far[at : at + APPEND].astype(np.int16),
+        )
+
+
+def excesses(double_talk: DoubleTalk, from_ms: int, to_ms: int) -> list[float]:
+    out = []
+    for end in range(from_ms + 32, to_ms, 32):
+        excess = double_talk.excess_db(end - 32, end)
+        assert excess is not None
+        out.append(excess)
+    return out
+
+
+def test_rule2_the_echo_alone_is_explained_from_the_first_frame_and_once_learnt() -> None:
+    far = speechlike(4.0, 0)
+    for gain in (0.1, 1.0):  # -20 dB and 0 dB
+        double_talk = DoubleTalk()
+        feed(double_talk, room(far, 200, gain), far)
+        early, late = excesses(double_talk, 0, 1000), excesses(double_talk, 2000, 4000)
+        assert max(early) < 6.0, f"the prior let the echo through at gain {gain}: {max(early)}"
+        assert np.percentile(late, 95) < 6.0, f"learnt, the echo still exceeds at gain {gain}"
+
+
+def test_rule3_a_voice_where_the_answer_has_none_exceeds_the_echo() -> None:
+    far = speechlike(4.0, 0)
+    echo = room(far, 200, 1.0)
+    t = np.arange(far.size) / RATE
+    user = 3000 * np.sin(2 * np.pi * 1000 * t) * (t >= 3.0)
+    double_talk = DoubleTalk()
+    feed(double_talk, echo + user, far)
+    over = excesses(double_talk, 3000, 4000)
+    assert min(over[1:]) > 6.0, over
+    assert double_talk.excess_db(10_000, 10_032) is None, "never heard: no answer"
+
+
+def test_rule2_double_talk_is_not_learnt_as_echo() -> None:
+    far = speechlike(8.0, 0)
+    echo = room(far, 120, 0.5)
+    t = np.arange(far.size) / RATE
+    user = 3000 * np.sin(2 * np.pi * 1000 * t) * ((t >= 3.0) & (t < 6.0))
+    double_talk = DoubleTalk()
+    feed(double_talk, echo + user, far)
+    assert min(excesses(double_talk, 5000, 6000)[1:]) > 6.0, "three seconds of the user learnt"
+
+
+def test_rule4_bounded() -> None:
+    far = speechlike(8.0, 0)
+    double_talk = DoubleTalk()
+    feed(double_talk, room(far, 100, 0.5), far)
+    assert len(double_talk._frames) == FRAMES
+    assert double_talk.excess_db(0, 32) is None, "the oldest frames are forgotten"
