@@ -15,10 +15,13 @@ Rules:
    80 ms); the speakerphone's player with its jitter and stalls, its room, its room tone,
    the user's speech at the item's offset after the answer's first audio, and playback ACKs
    every 100 ms with `input_ms`.
-2. The clock is the input's: every tick (20 ms) the client sends one append; the core is
-   handed that append at the tick's time, every `DetectSpeech` is answered at once (no
-   network, no batching), timers fire at their deadlines, and what the server sends reaches
-   the player before the next tick.
+2. One clock, in ms, for both sides (the server's `now_ms`, the client's ticks). Every tick
+   (20 ms) the client plays 20 ms and sends what its microphone heard meanwhile as one
+   append. What the live bench's loopback client and server add between them (thread
+   scheduling, the event loop, JSON) is drawn per message (`Network`): a client message
+   reaches the core 2-30 ms after it was sent, a server event the client 2-30 ms after the
+   core's step, a VAD answer comes 3-15 ms after its request; each stream stays in order.
+   Timers fire at their deadlines; the backend's chunks come at their times.
 3. What is counted is bench/echo.py's (`Outcome`): a cut (`output_audio_buffer.cleared`, a
    cancelled `response.done`, an interrupt `overlap.decision`), `speech_started`, the onset
    (the tick the user's first sample is sent in); times in seconds on the simulated clock.
@@ -39,8 +42,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -82,6 +87,15 @@ LATENCY_MARGIN_MS = 80.0
 MIN_ANSWERS = 50
 
 
+@dataclass(frozen=True)
+class Network:
+    """Rule 2's delays, ms, each drawn uniformly per message from (least, most)."""
+
+    uplink_ms: tuple[int, int] = (2, 30)
+    downlink_ms: tuple[int, int] = (2, 30)
+    vad_ms: tuple[int, int] = (3, 15)
+
+
 class _Silero:
     """One session's silero stream, answered on this thread (bench/inprocess_vad.py's)."""
 
@@ -105,18 +119,26 @@ class _Silero:
 
 
 class _Session:
-    """Rule 2: one core, its backend, its timers and its client, on one clock."""
+    """Rule 2: one core, its backend, its timers and its client, on one clock (ms)."""
 
-    def __init__(self, run: Run, item: EchoItem, cancellation: bool, mode: Mode) -> None:
+    def __init__(
+        self, run: Run, item: EchoItem, cancellation: bool, mode: Mode, network: Network
+    ) -> None:
         self.core = SessionCore("bench")
         self.now_ms = 0
         self.out = Outcome(item, cancellation, mode)
         self.vad = _Silero()
         self.encoder = ServerEventEncoder()
+        self.network = network
         self.timers: dict[str, tuple[int, int]] = {}
         self.backend: dict[str, tuple[int, int]] = {}  # response -> (seq, next chunk index)
         self.next_chunk_ms: dict[str, int] = {}
         seed = item.room.seed if item.room is not None else 0
+        self.rng = np.random.default_rng([seed, 0x5E55])
+        # Rule 2's three delays, each queue in order (a later message never overtakes).
+        self.up: deque[tuple[int, dict[str, Any]]] = deque()
+        self.down: deque[tuple[int, dict[str, Any]]] = deque()
+        self.answers: deque[tuple[int, SpeechProbabilities]] = deque()
         self.player = Player(Playout(item.jitter_ms, seed=seed))
         self.path = EchoPath(item.room, RATE) if item.room is not None else None
         self.tone = room_tone(10.0, seed)
@@ -125,14 +147,17 @@ class _Session:
         self.captured = 0
         self.last_ack = -ACK_MS
         self.user = np.zeros(0, np.float32)
+        self.onset_pending = False
         self._carry(self.core.open(0))
-        self.client(session_update(run, item, cancellation, mode))
+        self.send(session_update(run, item, cancellation, mode))
 
-    def client(self, message: dict[str, Any]) -> None:
-        event = decode_client_event(json.dumps(message))
-        if isinstance(event, ProtocolError):
-            raise RuntimeError(f"the bench sent a bad event: {event}")
-        self._handle(event)
+    def _later(self, queue: deque[tuple[int, Any]], spread: tuple[int, int]) -> int:
+        at = self.now_ms + int(self.rng.integers(spread[0], spread[1] + 1))
+        return max(at, queue[-1][0]) if queue else at
+
+    def send(self, message: dict[str, Any]) -> None:
+        """The client sends `message` now; the server has it after the uplink's delay."""
+        self.up.append((self._later(self.up, self.network.uplink_ms), message))
 
     def _handle(self, event: Any) -> None:
         self._carry(self.core.handle(event, self.now_ms))
@@ -140,8 +165,10 @@ class _Session:
     def _carry(self, step: Step) -> None:
         for action in step.actions:
             if isinstance(action, DetectSpeech):
+                # Asked in order, answered in order: the stream's state follows the requests.
                 answers = tuple(self.vad(chunk) for chunk in action.chunks)
-                self._handle(SpeechProbabilities(answers, action.chunk_end_ms))
+                at = self._later(self.answers, self.network.vad_ms)
+                self.answers.append((at, SpeechProbabilities(answers, action.chunk_end_ms)))
             elif isinstance(action, StartBackend):
                 self.backend[action.response_id] = (action.seq, 0)
                 self.next_chunk_ms[action.response_id] = self.now_ms + FIRST_CHUNK_MS
@@ -151,13 +178,18 @@ class _Session:
                 self.timers[action.kind] = (action.deadline_ms, action.token)
             elif isinstance(action, CancelTimer):
                 self.timers.pop(action.kind, None)
-        at = self.now_ms / 1000
         for event in step.events:
             wire = json.loads(self.encoder.encode(event))
-            self.player.heard(wire)
-            self.out.on_event(wire, at)
+            self.down.append((self._later(self.down, self.network.downlink_ms), wire))
 
-    def _due(self) -> None:
+    def _server(self) -> None:
+        while self.up and self.up[0][0] <= self.now_ms:
+            event = decode_client_event(json.dumps(self.up.popleft()[1]))
+            if isinstance(event, ProtocolError):
+                raise RuntimeError(f"the bench sent a bad event: {event}")
+            self._handle(event)
+        while self.answers and self.answers[0][0] <= self.now_ms:
+            self._handle(self.answers.popleft()[1])
         for kind, (deadline, token) in list(self.timers.items()):
             if deadline <= self.now_ms and self.timers.get(kind) == (deadline, token):
                 del self.timers[kind]
@@ -177,22 +209,41 @@ class _Session:
                 del self.backend[rid]
                 self._handle(BackendDone(rid, seq))
 
-    def tick(self) -> None:
-        """Rules 1-2: one 20 ms tick of the client."""
-        self._due()
+    def _client(self) -> None:
+        while self.down and self.down[0][0] <= self.now_ms:
+            wire = self.down.popleft()[1]
+            self.player.heard(wire)
+            self.out.on_event(wire, self.now_ms / 1000)
+        if self.now_ms % TICK_MS == 0:
+            self._tick()
+
+    def _tick(self) -> None:
+        """Rule 1: the tick's 20 ms of microphone, sent as it ends."""
         mic = self.path(self.player.tick()) if self.path is not None else np.zeros(TICK)
         mic = mic.astype(np.float32)
         start = self.tone_at % (self.tone.size - TICK)
         mic += self.tone[start : start + TICK]
         self.tone_at += TICK
         if self.user.size:
+            if self.onset_pending:
+                self.onset_pending = False
+                self.out.onset = self.now_ms / 1000
             n = min(TICK, self.user.size)
             mic[:n] += self.user[:n]
             self.user = self.user[n:]
-        self.client({"type": "input_audio_buffer.append", "audio": _b64(pcm16(mic))})
+        self.send({"type": "input_audio_buffer.append", "audio": _b64(pcm16(mic))})
         self.captured += TICK
-        self.now_ms += TICK_MS
         self._ack()
+
+    def step(self) -> None:
+        """One ms of both sides."""
+        self._server()
+        self._client()
+        self.now_ms += 1
+
+    def say(self, audio: Any) -> None:
+        self.user = np.asarray(audio, np.float32).copy()
+        self.onset_pending = True
 
     def _ack(self) -> None:
         if self.now_ms - self.last_ack < ACK_MS:
@@ -201,7 +252,7 @@ class _Session:
         player = self.player
         if player.queued and not player.paused:
             rid = player.queued[0].response_id
-            self.client(
+            self.send(
                 {
                     "type": "playback.ack",
                     "response_id": rid,
@@ -218,30 +269,35 @@ def _b64(data: bytes) -> str:
 
 
 def replay(
-    run: Run, item: EchoItem, cancellation: bool = True, mode: Mode = "immediate"
+    run: Run,
+    item: EchoItem,
+    cancellation: bool = True,
+    mode: Mode = "immediate",
+    network: Network | None = None,
 ) -> Outcome:
     """Rule 1: one item's session, in memory."""
-    session = _Session(run, item, cancellation, mode)
+    session = _Session(run, item, cancellation, mode, network or Network())
     out = session.out
-    session.client(ASK)
-    session.client({"type": "response.create"})
-    while out.first_audio is None and session.now_ms < 20_000:
-        session.tick()
+    session.send(ASK)
+    session.send({"type": "response.create"})
+
+    def until(done: Callable[[], bool], limit_ms: int) -> None:
+        end = session.now_ms + limit_ms
+        while session.now_ms < end and not done():
+            session.step()
+
+    until(lambda: out.first_audio is not None, 20_000)
     if out.first_audio is None:
         out.errors.append("no answer audio")
         return out
     out.began = out.first_audio
     answer_s = session.voice.size / RATE
     if item.user is not None:
-        until = session.now_ms + round(item.offset_s * 1000)
-        while session.now_ms < until and out.cut is None:
-            session.tick()
+        until(lambda: out.cut is not None, round(item.offset_s * 1000))
         if out.cut is None:
-            session.user = item.user.audio.copy()
-            out.onset = session.now_ms / 1000  # the tick that sends its first sample
-    end = session.now_ms + round((answer_s + TAIL_S) * 1000)
-    while session.now_ms < end and not out.settled(session.now_ms / 1000):
-        session.tick()
+            session.say(item.user.audio)
+            until(lambda: out.onset is not None, 100)
+    until(lambda: out.settled(session.now_ms / 1000), round((answer_s + TAIL_S) * 1000))
     out.ended = session.now_ms / 1000
     return out
 
