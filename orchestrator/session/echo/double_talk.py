@@ -19,14 +19,16 @@ Rules:
    frames up to 640 ms back, which holds the client's playout and capture delay (the bench's
    rooms: 40-400 ms, plus jitter) and the early reverberation. h starts at `PRIOR` (an echo
    as loud as the answer, spread over the window) and learns by normalised LMS from every
-   frame where the reference had sound, except, once a band is trained (`TRAINED` frames in
-   which its reference had `SOUND`), a frame whose microphone is `FREEZE` times the
-   prediction or more (double talk: the user's voice must not be learnt as echo). h stays
-   >= 0. Until a band is trained its prediction is at least the loudest reference power in
-   the window: an echo as loud as the answer at its loudest, the most a speakerphone gives,
-   so a band the answer has just begun to fill (a first fricative) is not taken for the user
-   while its filter knows nothing of it; a user over a quiet echo is still well over the
-   trained prediction once the band has learnt (a few hundred ms of its sound).
+   frame where the reference had sound, except, once a band is trained, a frame whose
+   microphone is `FREEZE` times the prediction or more (double talk: the user's voice must
+   not be learnt as echo). h stays >= 0. A band is trained after `TRAINED` frames in which
+   its reference had `SOUND` and its microphone was `HEARD` over its own floor (the echo
+   had arrived: a room's delay passes before it does). Until then its prediction is at
+   least the loudest reference power in the window, an echo as loud as the answer at its
+   loudest: the echo's first syllables, and a band the answer has just begun to fill (a
+   first fricative), come when the filter knows nothing of them and are not taken for the
+   user; a user is judged against the learnt prediction once the band has heard 300 ms of
+   echo.
 3. `excess_db(start_ms, end_ms)`: over a VAD chunk's frames, the most any band's microphone
    power exceeds its predicted echo, in dB (power summed over the frames first). None before
    any of those frames was heard.
@@ -55,6 +57,8 @@ PRIOR = 1.0 / TAPS
 STEP = 0.5  # rule 2: the NLMS step
 TRAINED = 30  # rule 2: frames in which a band's reference had sound (`SOUND`)
 SOUND = 1e-6  # a band's power (float audio, full scale 1): -60 dBFS
+HEARD = 10.0  # rule 2: 10 dB over the microphone's floor in that band
+FLOOR_RISE = 1.002  # the floor follows the minimum, rising 0.9 dB/s
 FREEZE = 4.0  # rule 2: 6 dB over the prediction
 FRAMES = 512  # rule 4: 5 s
 QUIET = 1e-14  # a reference band's squared power (float audio, full scale 1) that plays nothing
@@ -78,19 +82,23 @@ class DoubleTalk:
         self._h = np.full((len(BANDS), TAPS), PRIOR)
         self._far = np.zeros((len(BANDS), TAPS))  # the reference's recent powers, newest first
         self._learnt = np.zeros(len(BANDS))
+        self._floor = np.full(len(BANDS), np.inf)  # the microphone's noise floor per band
         self._near_part = np.zeros(0)
         self._far_part = np.zeros(0)
         self._next = 0  # the frame the carried part belongs to
+        self._expected = 0  # the input sample the next `add` should start at
         # Rule 3: frame index -> (microphone, predicted echo) per band.
         self._frames: OrderedDict[int, tuple[Powers, Powers]] = OrderedDict()
 
     def add(self, start: int, near: Pcm, far: Pcm) -> None:
         """`near` (the microphone) and `far` (its reference), the same length, began at input
         sample `start` (rule 1)."""
-        if not self._near_part.size:
+        if not self._near_part.size or start != self._expected:
+            # The first audio, or the first after a gap the caller skipped (core_echo rule 11).
             self._next = start // FRAME
             lead = np.zeros(start - self._next * FRAME)
             self._near_part, self._far_part = lead, lead
+        self._expected = start + near.size
         near_all = np.concatenate([self._near_part, near.astype(np.float64) / 32768])
         far_all = np.concatenate([self._far_part, far.astype(np.float64) / 32768])
         whole = near_all.size // FRAME
@@ -107,6 +115,7 @@ class DoubleTalk:
         self._far[:, 0] = ref
         learnt = np.sum(self._h * self._far, axis=1)
         # Rule 2: an untrained band's echo is at most as loud as its loudest recent reference.
+        self._floor = np.minimum(self._floor * FLOOR_RISE, mic)
         trained = self._learnt >= TRAINED
         predicted = np.where(trained, learnt, np.maximum(learnt, self._far.max(axis=1)))
         self._frames[self._next] = (mic, predicted)
@@ -117,7 +126,9 @@ class DoubleTalk:
         energy = np.sum(self._far**2, axis=1)
         learn = (energy > QUIET) & (~trained | (mic < FREEZE * learnt))
         if learn.any():
-            self._learnt += learn & (ref > SOUND)
+            # Rule 2: a frame counts towards training once the echo is heard in it.
+            heard = mic > HEARD * self._floor
+            self._learnt += learn & (ref > SOUND) & heard
             error = mic - learnt
             update = STEP * (error / (energy + QUIET))[:, None] * self._far
             self._h = np.where(learn[:, None], np.maximum(0.0, self._h + update), self._h)

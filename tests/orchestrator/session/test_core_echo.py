@@ -353,3 +353,16 @@ def test_rule10_a_residual_the_reference_explains_starts_no_turn_and_a_user_s_vo
     assert not _speech_started(residual), "the echo itself, scored as speech, started a turn"
     both = (np.frombuffer(echo, "<i2") + np.frombuffer(voice(), "<i2")).astype("<i2").tobytes()
     assert _speech_started(driver.speak(96, 0.97, append=both)), "a user over the echo"
+
+
+def test_rule11_with_no_answer_playing_only_the_canceller_runs() -> None:
+    driver = CoreDriver(SessionCore("s", CoreConfig(processors=Unlearnt)))
+    update(driver, echo_cancellation=EchoCancellation())
+    driver.speak(2048, 0.97, append=voice())  # the user talks; nothing plays
+    processing = driver.core._processing
+    assert not processing._double_talk._frames, "double talk measured with no echo to hear"
+    assert processing._levels.level(0, 2048) is None, "levels measured with no echo to hear"
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    driver.handle(BackendAudio(start.response_id, start.seq, voice(hz=250.0) * 10))
+    driver.speak(320, 0.1, append=voice(hz=250.0, amplitude=3000))
+    assert processing._double_talk._frames, "the answer plays: its echo is measured"

@@ -85,3 +85,16 @@ def test_rule4_bounded() -> None:
     feed(double_talk, room(far, 100, 0.5), far)
     assert len(double_talk._frames) == FRAMES
     assert double_talk.excess_db(0, 32) is None, "the oldest frames are forgotten"
+
+
+def test_rule2_until_a_band_has_heard_the_echo_its_loudest_reference_bounds_it() -> None:
+    """The room's delay (400 ms) passes before the echo arrives: the reference has sound
+    all along, and the echo's first syllables come when no band has heard any of it."""
+    far = speechlike(4.0, 0)
+    room_tone = np.random.default_rng(2).standard_normal(far.size) * 60  # -54 dBFS
+    double_talk = DoubleTalk()
+    feed(double_talk, room(far, 400, 1.0) + room_tone, far)
+    arrival = excesses(double_talk, 400, 1000)
+    assert max(arrival) < 6.0, f"the echo's first arrival taken for the user: {max(arrival)}"
+    late = excesses(double_talk, 2000, 4000)
+    assert np.percentile(late, 90) < 6.0, f"the echo taken for the user: {np.percentile(late, 90)}"
