@@ -51,8 +51,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from bench import cli, machine_load, report, stats
-from bench.echo import ACK_EVERY_S, ASK, CHUNK_S, Mode, Outcome, Run, session_update
+from bench import cli, machine_load, report
+from bench.echo import ACK_EVERY_S, ASK, CHUNK_S, Mode, Outcome, Run, session_update, targets
 from bench.echo_corpus import KINDS, LEVELS_DB, EchoItem, Plan, Voice, answer, build
 from bench.inprocess_vad import CHUNK, CONTEXT, silero_onnx_path
 from bench.overlap_corpus import room_tone
@@ -80,11 +80,6 @@ FIRST_CHUNK_MS = 234
 CHUNK_MS = round(CHUNK_S * 1000)
 ACK_MS = round(ACK_EVERY_S * 1000)
 TAIL_S = 3.0  # bench/echo.py runs this long past the answer
-# Issue 34's targets (rule 4).
-FALSE_TARGET = 0.02
-MISSED_TARGET = 0.02
-LATENCY_MARGIN_MS = 80.0
-MIN_ANSWERS = 50
 
 
 @dataclass(frozen=True)
@@ -375,53 +370,6 @@ def table(run: Run, outcomes: list[Outcome], command: str, load: machine_load.Lo
     if missed:
         lines += ["", "Missed (cancellation on): " + "; ".join(o.item.name for o in missed[:12])]
     return "\n".join([*lines, "", *targets(outcomes)]) + "\n"
-
-
-def targets(outcomes: list[Outcome]) -> list[str]:
-    """Rule 4: issue 34's targets, met or MISSED, with cancellation on, every voice together."""
-    on = [o for o in outcomes if o.cancellation and o.item.room is not None]
-    free = [o for o in outcomes if o.item.room is None and o.item.kind == "interruption"]
-    lines = ["Targets (cancellation on):", ""]
-
-    def verdict(ok: bool) -> str:
-        return "met" if ok else "MISSED"
-
-    echo = [o for o in on if o.item.kind == "echo"]
-    levels = sorted({o.item.room.level_db for o in echo if o.item.room is not None})
-    worst, cells, enough = 0.0, [], bool(levels)
-    for level in levels:
-        at = [o for o in echo if o.item.room is not None and o.item.room.level_db == level]
-        cut = sum(o.cut_by_echo for o in at)
-        worst = max(worst, cut / len(at))
-        enough = enough and len(at) >= MIN_ANSWERS
-        cells.append(f"{level:g} dB {report.share_ci(cut, len(at))}")
-    lines.append(
-        f"- false barge-ins from echo alone <= {FALSE_TARGET:.0%} at every level, on >= "
-        f"{MIN_ANSWERS} answers per level: {'; '.join(cells) or '-'}: "
-        f"{verdict(enough and worst <= FALSE_TARGET)}"
-    )
-    over = [o for o in on if o.item.kind == "interruption"]
-    playing = [o for o in over if not o.cut_by_echo]
-    missed = sum(not o.interrupted for o in playing)
-    lines.append(
-        f"- interruptions over echo missed <= {MISSED_TARGET:.0%}: "
-        f"{report.share_ci(missed, len(playing))}: "
-        f"{verdict(bool(playing) and missed / len(playing) <= MISSED_TARGET)}"
-    )
-    with_echo = stats.median_ms([o.latency for o in playing])
-    alone = stats.median_ms([o.latency for o in free])
-    lines.append(
-        f"- onset -> interrupt over echo within {LATENCY_MARGIN_MS:.0f} ms of the echo-free "
-        f"median (the plain server, a headset): {with_echo:.0f} ms against {alone:.0f} ms: "
-        f"{verdict(with_echo - alone <= LATENCY_MARGIN_MS)}"
-    )
-    early = [o for o in over if o.item.offset_s == 0.5]
-    worked = sum(o.interrupted for o in early)
-    lines.append(
-        f"- no blind window: interruptions 0.5 s into the answer that interrupted: "
-        f"{report.share(worked, len(early))}: {verdict(bool(early) and worked == len(early))}"
-    )
-    return [*lines, ""]
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

@@ -72,4 +72,4 @@ def test_quick_run_writes_every_row_with_finite_numbers(tmp_path: Path) -> None:
     for target in ("false barge-ins from echo alone", "interruptions over echo missed",
                    "onset -> interrupt over echo", "no blind window"):  # fmt: skip
         found = next(x for x in targets.splitlines() if target in x)
-        assert found.endswith((", met", ", MISSED")), found
+        assert found.endswith((": met", ": MISSED")), found
