@@ -26,6 +26,20 @@ def free_port() -> int:
         return port
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: every socket is held until all are bound, as separate
+    `free_port` calls may be handed the same port back (a server then refuses its HTTP and
+    gRPC on one port)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 @pytest.fixture(scope="session")
 def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     log = tmp_path_factory.mktemp("triton") / "tritonserver.log"

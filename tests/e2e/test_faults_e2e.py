@@ -18,7 +18,7 @@ import tritonclient.grpc as grpcclient
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonConfig, TritonServer
-from tests.conftest import REPO_ROOT, free_port
+from tests.conftest import REPO_ROOT, free_port, free_ports
 from tests.e2e.realtime_client import RawSession, raw_session
 from tests.e2e.test_conversation_e2e import _ask_text, _manual
 
@@ -26,11 +26,12 @@ MODELS = ("cascade", "vad", "asr", "cancel", "turn")
 
 
 def _triton_config(log: Path, grpc_port: int | None = None) -> TritonConfig:
+    http, grpc, metrics = free_ports(3)
     return TritonConfig(
         model_repository=REPO_ROOT / "model_repository",
-        http_port=free_port(),
-        grpc_port=grpc_port or free_port(),
-        metrics_port=free_port(),
+        http_port=http,
+        grpc_port=grpc_port or grpc,
+        metrics_port=metrics,
         models=MODELS,
         log_file=log,
     )
