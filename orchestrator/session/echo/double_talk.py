@@ -111,27 +111,38 @@ class DoubleTalk:
         self._far_part = far_all[whole * FRAME :]
 
     def _frame(self, mic: Powers, ref: Powers) -> None:
-        self._far[:, 1:] = self._far[:, :-1]
-        self._far[:, 0] = ref
-        learnt = np.sum(self._h * self._far, axis=1)
+        far = self._far
+        far[:, 1:] = far[:, :-1]
+        far[:, 0] = ref
+        learnt = np.einsum("ij,ij->i", self._h, far)
         # Rule 2: an untrained band's echo is at most as loud as its loudest recent reference.
         self._floor = np.minimum(self._floor * FLOOR_RISE, mic)
         trained = self._learnt >= TRAINED
-        predicted = np.where(trained, learnt, np.maximum(learnt, self._far.max(axis=1)))
+        every_band_trained = bool(trained.all())
+        predicted = (
+            learnt
+            if every_band_trained
+            else np.where(trained, learnt, np.maximum(learnt, far.max(axis=1)))
+        )
         self._frames[self._next] = (mic, predicted)
         self._next += 1
         while len(self._frames) > FRAMES:
             self._frames.popitem(last=False)
         # Rule 2: learn, except from double talk once trained.
-        energy = np.sum(self._far**2, axis=1)
+        energy = np.einsum("ij,ij->i", far, far)
         learn = (energy > QUIET) & (~trained | (mic < FREEZE * learnt))
         if learn.any():
-            # Rule 2: a frame counts towards training once the echo is heard in it.
-            heard = mic > HEARD * self._floor
-            self._learnt += learn & (ref > SOUND) & heard
+            if not every_band_trained:
+                # Rule 2: a frame counts towards training once the echo is heard in it.
+                heard = mic > HEARD * self._floor
+                self._learnt += learn & (ref > SOUND) & heard
             error = mic - learnt
-            update = STEP * (error / (energy + QUIET))[:, None] * self._far
-            self._h = np.where(learn[:, None], np.maximum(0.0, self._h + update), self._h)
+            update = STEP * (error / (energy + QUIET))[:, None] * far
+            if learn.all():
+                self._h += update
+                np.maximum(self._h, 0.0, out=self._h)
+            else:
+                self._h = np.where(learn[:, None], np.maximum(0.0, self._h + update), self._h)
 
     def excess_db(self, start_ms: int, end_ms: int) -> float | None:
         """Rule 3."""

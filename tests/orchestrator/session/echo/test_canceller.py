@@ -112,10 +112,46 @@ def test_the_output_is_one_frame_late(voices: room.Voices) -> None:
 
 @pytest.mark.parametrize("noise_reduction", [None, "near_field", "far_field"])
 def test_silence_in_gives_silence_out(noise_reduction: NoiseReduction | None) -> None:
-    # Rule 2: no comfort noise, no artefact: digital silence stays digital silence.
+    # Rules 2 and 7: no comfort noise, no artefact: digital silence comes out as no more than
+    # the dither (rms under 1 LSB, peaks of a few LSB: -80 dBFS and below).
     aec = EchoCanceller(noise_reduction=noise_reduction)
     silence = np.zeros(2 * RATE, np.int16)
-    assert not _in_chunks(aec, silence, silence, [333]).any()
+    out = _in_chunks(aec, silence, silence, [333]).astype(np.float64)
+    assert np.abs(out).max() <= 4 and np.sqrt(np.mean(out**2)) < 1
+
+
+class _Recording:
+    """AEC3 as the wrapper calls it, recording what it is given."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.given: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        self.given.append((near.copy(), far.copy()))
+        return self.inner.process(near, far)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_rule7_aec3_never_sees_digital_silence() -> None:
+    # Rule 7: on digital zeros AEC3's filters decay into subnormal floats and its CPU goes up
+    # 8x; both of its inputs are dithered by +-1 LSB, the same whatever the chunking.
+    aec = EchoCanceller()
+    spy = _Recording(aec._aec)
+    aec._aec = spy  # type: ignore[assignment]
+    silence = np.zeros(RATE, np.int16)
+    _in_chunks(aec, silence, silence, [333, 2400, 17])
+    near = np.concatenate([n for n, _ in spy.given])
+    far = np.concatenate([f for _, f in spy.given])
+    for side in (near, far):
+        assert np.abs(side.astype(np.int32)).max() == 1
+        assert np.count_nonzero(side) > len(side) // 3
+        assert abs(float(side.mean())) < 0.05
+    assert abs(np.corrcoef(near, far)[0, 1]) < 0.05  # the two dithers are unrelated
+    again = EchoCanceller()
+    spy_again = _Recording(again._aec)
+    again._aec = spy_again  # type: ignore[assignment]
+    _in_chunks(again, silence, silence, [RATE])
+    assert np.array_equal(np.concatenate([n for n, _ in spy_again.given]), near)
 
 
 def test_noise_suppressor_lowers_stationary_noise(voices: room.Voices) -> None:
