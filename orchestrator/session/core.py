@@ -15,8 +15,8 @@ carries out what comes back: a `Step` of server events to send and actions to pe
 (`StartBackend`, `CancelBackend`, `DetectSpeech`, `Transcribe`, `PredictTurn`, `ArmTimer`,
 `CancelTimer`, `SessionEnd`), kept apart, and notes for metrics. No clock, no socket, no task
 lives here, so every interleaving can be driven in memory by a test. The I/O layer reads nothing
-else of it but `input_format` (to parse appends at the edge) and `processes_input` (where to
-run an append's step).
+else of it but `input_format` (to parse appends at the edge) and `prepare_input` (an append's
+DSP, which it runs off its event loop before handing the append in).
 
 Rules (docs/protocol.md) enforced here by routing chart effects (the charts decide; this module
 acts):
@@ -53,7 +53,7 @@ from orchestrator.protocol.session_config import (
 )
 from orchestrator.session import ending
 from orchestrator.session.actions import CancelBackend, InferenceRequest, StartBackend
-from orchestrator.session.core_echo import InputProcessing, check
+from orchestrator.session.core_echo import InputDsp, InputProcessing, check
 from orchestrator.session.core_history import History
 from orchestrator.session.core_live import LiveResponse
 from orchestrator.session.core_outbox import Ids, Outbox
@@ -174,11 +174,13 @@ class SessionCore:
         """The format appends are decoded from at the edge."""
         return self.settings.input_format
 
-    @property
-    def processes_input(self) -> bool:
-        """Whether appends go through echo cancellation or noise reduction (core_echo.py): a
-        step of CPU-bound DSP, which the I/O layer may run off its event loop."""
-        return self._processing.active
+    def prepare_input(self, event: CoreInput) -> InputDsp | None:
+        """An append's DSP (core_echo.py rule 12), for the I/O layer to run off its event loop
+        (`InputDsp.run`, on any one thread) before it hands the same event to `handle`, with
+        nothing else between; None for any other event, or with no input processing on."""
+        if isinstance(event, ce.InputAudioBufferAppend):
+            return self._processing.prepare(event.audio)
+        return None
 
     def open(self, now_ms: int | None = None) -> Step:
         self._clock(now_ms)

@@ -51,6 +51,17 @@ Rules:
 11. Rules 8 and 10 measure the input only while the echo may still be heard (the reference
    played within `LINGER_MS`, more than rule 7's tail and rule 10's window): the rest of a
    conversation (the user speaking, silence) costs the canceller alone.
+12. An append's DSP (the canceller or the suppressor: AEC3 is most of the echo path's CPU)
+   is split from its bookkeeping, so the I/O layer can run it off its event loop while the
+   rules above run on it: `prepare(raw)` does the bookkeeping (rules 3-5: the odd byte, the
+   reference's samples for this append) and returns the `InputDsp`, whose `run()` touches
+   the session's processors and nothing else; `clean` of the same bytes then takes its
+   output. Between the two nothing else may be handled (the caller runs them back to back;
+   anything else is a bug, refused). `clean` alone does all three at once. Measured
+   (bench.load --echo on, two cores): the whole step on a worker thread made every append's
+   Python wait for the GIL behind the event loop, and real time ended at 20 sessions; the
+   step inline, 30; AEC3 alone on the thread, the core's Python inline, more (docs/
+   benchmarks.md, "Echo: what was measured and changed").
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
@@ -72,7 +83,7 @@ from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Sup
 from orchestrator.session.echo.residual import EchoLevel, InputLevels
 from orchestrator.session.inputs import SpeechProbabilities
 
-__all__ = ["InputProcessing", "check"]
+__all__ = ["InputDsp", "InputProcessing", "check"]
 
 RATE = 24000
 # Rule 3's bound: audio queued ahead of playback (a client buffers a few seconds at most).
@@ -138,6 +149,38 @@ def _remember(recent: dict[K, V], key: K, value: V) -> None:
         del recent[next(iter(recent))]
 
 
+class InputDsp:
+    """Rule 12: one append's DSP, to run once, on any one thread, before its append is
+    handled."""
+
+    __slots__ = ("_canceller", "_suppressor", "cleaned", "far", "near", "raw", "start")
+
+    def __init__(
+        self,
+        raw: bytes,
+        near: Pcm,
+        far: Pcm | None,
+        start: int,
+        canceller: Canceller | None,
+        suppressor: Suppressor | None,
+    ) -> None:
+        self.raw, self.near, self.far, self.start = raw, near, far, start
+        self._canceller, self._suppressor = canceller, suppressor
+        self.cleaned: Pcm | None = None
+
+    def run(self) -> None:
+        if self.cleaned is not None:
+            return
+        if not self.near.size:
+            self.cleaned = self.near
+        elif self._canceller is not None and self.far is not None:
+            self.cleaned = self._canceller.process(self.near, self.far)
+        elif self._suppressor is not None:
+            self.cleaned = self._suppressor.process(self.near)
+        else:
+            self.cleaned = self.near
+
+
 class InputProcessing:
     def __init__(self, processors: Callable[[], Processors]) -> None:
         self._make = processors
@@ -158,6 +201,7 @@ class InputProcessing:
         self._clock = InputClock(RATE)  # rule 3
         self._echo_level = EchoLevel()
         self._double_talk = DoubleTalk()  # rule 10
+        self._pending: InputDsp | None = None  # rule 12
 
     @property
     def active(self) -> bool:
@@ -205,32 +249,52 @@ class InputProcessing:
             self._processors = self._make()
         return self._processors
 
+    def prepare(self, raw: bytes) -> InputDsp | None:
+        """Rule 12: the bookkeeping of the append `raw`, and its DSP to run before `clean(raw)`;
+        None when input processing is off."""
+        if not self.active:
+            return None
+        if self._pending is not None:
+            raise RuntimeError("an append's DSP is prepared and its append not yet handled")
+        self._pending = self._begin(raw)
+        return self._pending
+
     def clean(self, raw: bytes, now_ms: int) -> bytes:
         """The client's pcm16 bytes as the rest of the session hears them (rules 1, 4, 5),
-        handled at the caller's `now_ms`."""
+        handled at the caller's `now_ms`; with its DSP already run if `prepare`d (rule 12)."""
         if not self.active:
             return raw
+        job, self._pending = self._pending, None
+        if job is None:
+            job = self._begin(raw)
+        elif job.raw is not raw:
+            raise RuntimeError("an append was handled while another's DSP was prepared")
+        job.run()
+        assert job.cleaned is not None
+        if job.near.size and job.far is not None and self._far is not None:
+            end = self._far.position * 1000 // RATE
+            since = self._since_played(end)
+            if since is not None and since <= LINGER_MS:  # rule 11
+                self._levels.add(job.start, job.near, job.cleaned)
+                self._double_talk.add(job.start, job.near, job.far)
+            self._clock.heard(self._far.position, now_ms)
+        return job.cleaned.astype("<i2").tobytes()
+
+    def _begin(self, raw: bytes) -> InputDsp:
+        """Rules 3-5: the append's samples and, with a canceller, the reference's for them."""
         data = self._odd + raw
         whole = len(data) - len(data) % 2
         self._odd = data[whole:]
         near: Pcm = np.frombuffer(data[:whole], dtype="<i2").astype(np.int16)
-        if near.size:
-            if self._canceller is not None and self._far is not None:
-                start = self._far.position
-                far = self._far.take(near.size)
-                end = self._far.position * 1000 // RATE
-                if int(np.abs(far).max()) > AUDIBLE:
-                    self._played_at.append((end - near.size * 1000 // RATE, end))
-                cleaned = self._canceller.process(near, far)
-                since = self._since_played(end)
-                if since is not None and since <= LINGER_MS:  # rule 11
-                    self._levels.add(start, near, cleaned)
-                    self._double_talk.add(start, near, far)
-                self._clock.heard(self._far.position, now_ms)
-                near = cleaned
-            elif self._suppressor is not None:
-                near = self._suppressor.process(near)
-        return near.astype("<i2").tobytes()
+        far: Pcm | None = None
+        start = 0
+        if near.size and self._canceller is not None and self._far is not None:
+            start = self._far.position
+            far = self._far.take(near.size)
+            end = self._far.position * 1000 // RATE
+            if int(np.abs(far).max()) > AUDIBLE:
+                self._played_at.append((end - near.size * 1000 // RATE, end))
+        return InputDsp(raw, near, far, start, self._canceller, self._suppressor)
 
     def heard(self, events: Iterable[se.ServerEvent], now_ms: int) -> None:
         """Rule 3: what the client was told, in order, sent at the caller's `now_ms`."""

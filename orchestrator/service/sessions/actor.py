@@ -4,17 +4,20 @@ Plumbing only: it decides nothing. Every happening (a client message, a VAD answ
 chunk, a transcript, a timer, the end of its lifetime) is one mail in a bounded mailbox, fed
 to the core in arrival order with the session's clock. The actor carries out the `Step` that
 comes back: actions first, then the server events into the bounded outbox, then its
-`SessionEnd`. It reads nothing of the core but `input_format` and `processes_input`, and looks
+`SessionEnd`. It reads nothing of the core but `input_format` and `prepare_input`, and looks
 at server events only to count metrics. The VAD feeder, timers and backend jobs
 (backend_jobs.py) run in the session's nursery: closing the session cancels them all. No wait
 cycle: the actor never waits on the VAD (vad_feeder.py's credits hold the reader back instead).
 
-An append's step with echo cancellation or noise reduction on (`processes_input`: about 20 ms
-of DSP per second of audio) runs on a worker thread of the process's one `dsp_limiter` pool
-(services.py), not on the event loop, which 50 such sessions would otherwise hold for a second
-every second (the DSP releases the GIL, so the threads run in parallel). The actor awaits the
-step, so one thread at a time touches the core and appends stay in input order; a cancel waits
-for the step to end (the core is never left mid-step).
+An append's DSP with echo cancellation or noise reduction on (`prepare_input`: WebRTC's
+processors, about 10 ms of CPU per second of audio) runs on a worker thread of the process's
+one `dsp_limiter` pool (services.py), not on the event loop, which 50 such sessions would
+otherwise hold for half a second every second (the DSP releases the GIL, so it runs in
+parallel with the loop); the core's step for that append follows on the loop. Only the DSP
+goes to the thread: the core's Python there would wait for the GIL behind the loop at every
+hand-over (core_echo.py rule 12). The actor awaits the DSP, so appends stay in input order and
+nothing else reaches the core between the two; a cancel waits for the DSP to end, and the step
+follows it with no checkpoint between (the core is never left mid-append).
 
 Every server event gets the session's next `server_event_seq` and is journaled by the
 session's link (orchestrator/session/resume/link.py) before it goes to the connection the
@@ -249,16 +252,14 @@ class SessionActor:
                 return
 
     async def _step(self, mail: _Mail) -> Step:
-        """The core's step for `mail`; an append's DSP on a worker thread (module docstring)."""
+        """The core's step for `mail`; an append's DSP first, on a worker thread (module
+        docstring)."""
         now_ms = self._timers.now_ms()
-        if (
-            isinstance(mail, _Client)
-            and isinstance(mail.event, ce.InputAudioBufferAppend)
-            and self.core.processes_input
-        ):
-            return await trio.to_thread.run_sync(
-                self.core.handle, mail.event, now_ms, limiter=self.services.dsp_limiter
-            )
+        dsp = self.core.prepare_input(mail.event) if isinstance(mail, _Client) else None
+        if dsp is not None:
+            # Not abandoned on cancel: the thread ends before the step does, and the step
+            # follows with no checkpoint between (the core is never left mid-append).
+            await trio.to_thread.run_sync(dsp.run, limiter=self.services.dsp_limiter)
         return self.core.handle(mail.event, now_ms)
 
     async def _lifetime(self) -> None:

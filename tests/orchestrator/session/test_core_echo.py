@@ -23,10 +23,10 @@ from orchestrator.protocol.session_config import (
 )
 from orchestrator.protocol.session_config import SessionPatch as Patch
 from orchestrator.session.actions import StartBackend
-from orchestrator.session.core import CoreConfig, SessionCore
+from orchestrator.session.core import CoreConfig, SessionCore, Step
 from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
 from orchestrator.session.inputs import BackendAudio
-from tests.orchestrator.session.core_driver import CoreDriver, of
+from tests.orchestrator.session.core_driver import CoreDriver, of, types
 
 
 @dataclass
@@ -366,3 +366,77 @@ def test_rule11_with_no_answer_playing_only_the_canceller_runs() -> None:
     driver.handle(BackendAudio(start.response_id, start.seq, voice(hz=250.0) * 10))
     driver.speak(320, 0.1, append=voice(hz=250.0, amplitude=3000))
     assert processing._double_talk._frames, "the answer plays: its echo is measured"
+
+
+class Prepared(CoreDriver):
+    """The session actor's way: each append's DSP prepared and run first, then the append."""
+
+    def handle(self, event: object) -> Step:
+        dsp = self.core.prepare_input(event)  # type: ignore[arg-type]
+        if dsp is not None:
+            dsp.run()
+        return super().handle(event)
+
+
+class RecordedPassing(Passing):
+    def __init__(self, seen: Recorded) -> None:
+        self.seen = seen
+
+    def process(self, near: Pcm, far: Pcm) -> Pcm:
+        self.seen.near.append(near.copy())
+        self.seen.far.append(far.copy())
+        return near.copy()
+
+
+def _rule10_session(driver: CoreDriver) -> list[Step]:
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    answer = voice(hz=250.0, amplitude=6000)
+    steps = [driver.handle(BackendAudio(start.response_id, start.seq, answer * 150))]
+    echo = voice(hz=250.0, amplitude=3000)
+    both = (np.frombuffer(echo, "<i2") + np.frombuffer(voice(), "<i2")).astype("<i2").tobytes()
+    steps.append(driver.speak(1024, 0.1, append=echo))
+    steps.append(driver.speak(320, 0.97, append=echo))
+    steps.append(driver.speak(96, 0.97, append=both))
+    return steps
+
+
+def test_rule12_an_append_s_dsp_run_apart_decides_as_the_whole_step_does() -> None:
+    # Rule 12: prepare (the bookkeeping), run (the DSP, elsewhere), then the append: the same
+    # events (rule 10's session: the echo starts no turn, the user over it does), the same
+    # input buffer and the same reference as the one-step `clean`.
+    whole, split = Recorded(), Recorded()
+    one = CoreDriver(SessionCore("s", CoreConfig(processors=lambda: _Echoing(whole))))
+    two = Prepared(SessionCore("s", CoreConfig(processors=lambda: _Echoing(split))))
+    steps_one, steps_two = _rule10_session(one), _rule10_session(two)
+    assert [types(s) for s in steps_one] == [types(s) for s in steps_two]
+    assert not _speech_started(steps_two[-2]), "the echo started a turn"
+    assert _speech_started(steps_two[-1]), "the user over the echo, with the DSP run apart"
+    assert appended(one) == appended(two)
+    assert len(split.far) == len(whole.far) > 0
+    for a, b in zip(whole.far, split.far, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@dataclass
+class _Echoing:
+    seen: Recorded
+
+    def canceller(self, rate: int, noise_reduction: NoiseReductionType | None) -> Canceller:
+        return RecordedPassing(self.seen)
+
+    def suppressor(self, rate: int, kind: NoiseReductionType) -> Suppressor:
+        return Halving()
+
+
+def test_rule12_nothing_is_handled_between_an_append_s_dsp_and_its_append() -> None:
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation())
+    first = ce.InputAudioBufferAppend(audio=pcm([1, 2, 3]))
+    dsp = driver.core.prepare_input(first)
+    assert dsp is not None
+    with pytest.raises(RuntimeError, match="prepared"):
+        driver.core.prepare_input(ce.InputAudioBufferAppend(audio=pcm([4])))
+    with pytest.raises(RuntimeError, match="prepared"):
+        driver.handle(ce.InputAudioBufferAppend(audio=pcm([4])))
+    assert driver.core.prepare_input(ce.InputAudioBufferCommit()) is None

@@ -525,6 +525,16 @@ async def test_echo_dsp_runs_off_the_event_loop_in_input_order() -> None:
     dsp = _RecordedProcessors()
     services = dataclasses.replace(_services(Metrics(), config), processors=lambda: dsp)
     actor, client = in_memory_session("sess_echo", config, services)
+    # core_echo rule 12: only the DSP leaves the loop; the core's step (its Python) stays on
+    # it, where it would otherwise wait for the GIL behind the loop at every hand-over.
+    stepped_on: list[int] = []
+    core_handle = actor.core.handle
+
+    def handle(event: Any, now_ms: int | None = None) -> Any:
+        stepped_on.append(threading.get_ident())
+        return core_handle(event, now_ms)
+
+    actor.core.handle = handle  # type: ignore[method-assign]
     seen: list[dict[str, Any]] = []
     echo = _event(
         "session.update",
@@ -551,5 +561,6 @@ async def test_echo_dsp_runs_off_the_event_loop_in_input_order() -> None:
     calls = dsp.canceller_.calls
     loop_thread = threading.get_ident()
     assert calls and all(thread != loop_thread for thread, _ in calls), "DSP on the event loop"
+    assert set(stepped_on) == {loop_thread}, "the core's step left the event loop"
     heard = np.concatenate([near for _, near in calls])
     np.testing.assert_array_equal(heard, np.concatenate(sent))
