@@ -16,9 +16,17 @@ Rules:
    wait for the next round, first come first served. At most `max_batch` run in a round.
 3. A stream that is done (finished, cancelled, failed) `leave`s: no round waits for it.
 4. A job's error reaches its own caller only; an error of the whole batch reaches every
-   caller in it. After `close` every waiting and later call raises `BatcherClosed`.
+   caller in it (the engines isolate their rows before that: a row that cannot run, or that
+   fails a forward run alone, fails alone; thinker_engine.py and talker_engine.py). After
+   `close` every waiting and later call raises `BatcherClosed`.
 5. Bounded: a stream has at most one job waiting (its thread blocks in `call`), and the
    stage bounds its streams.
+6. A `pick` that raises fails the jobs it was choosing among, with its error, and the
+   batcher goes on: a bug in choosing never leaves a stream blocked.
+7. If the batcher's thread dies all the same, every caller then waiting hears `BatcherDied`
+   within `watch_s` (a caller waits in slices and looks), and the next call starts a new
+   thread: a stage's streams fail promptly instead of blocking forever, and the stage goes on
+   serving new ones.
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ R = TypeVar("R")
 
 class BatcherClosed(RuntimeError):
     pass
+
+
+class BatcherDied(RuntimeError):
+    """Rule 7: the batcher's thread ended while this job was waiting or running."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class StepBatcher(Generic[J, R]):
         max_batch: int,
         gather: Gather | None = None,
         pick: Pick[J] = pick_all,
+        watch_s: float = 0.25,
     ) -> None:
         self.name = name
         self._run = run
@@ -86,17 +99,34 @@ class StepBatcher(Generic[J, R]):
         # Counters for benchmarks and logs: rounds run and jobs in them.
         self.rounds = 0
         self.jobs = 0
-        self._thread = threading.Thread(target=self._loop, name=f"{name}-batcher", daemon=True)
-        self._thread.start()
+        self.watch_s = watch_s
+        self.restarts = 0
+        self._thread = self._start()
+
+    def _start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._loop, name=f"{self.name}-batcher", daemon=True)
+        thread.start()
+        return thread
 
     def call(self, member: Hashable, job: J) -> R:
         pending: _Pending[J, R] = _Pending(member, job)
         with self._lock:
             if self._closed:
                 raise BatcherClosed(f"{self.name}: closed")
+            if not self._thread.is_alive():  # rule 7: a new thread for the calls from now on
+                self.restarts += 1
+                log.error("%s: the batcher's thread had died; starting another", self.name)
+                self._thread = self._start()
+            thread = self._thread
             self._waiting.append(pending)
             self._lock.notify_all()
-        pending.done.wait()
+        # Rule 7: wait in slices, and stop waiting on a thread that is gone.
+        while not pending.done.wait(self.watch_s):
+            if not thread.is_alive() and not pending.done.is_set():
+                with self._lock:
+                    if pending in self._waiting:
+                        self._waiting.remove(pending)
+                raise BatcherDied(f"{self.name}: the batcher's thread died")
         if pending.error is not None:
             raise pending.error
         return pending.result  # type: ignore[return-value]
@@ -136,7 +166,15 @@ class StepBatcher(Generic[J, R]):
                     break
                 self._lock.wait(left)
             jobs = [p.job for p in self._waiting]
-            chosen = sorted(set(self._pick(jobs)))[: self.max_batch] or [0]
+            try:
+                chosen = sorted(set(self._pick(jobs)))[: self.max_batch] or [0]
+            except Exception as error:  # rule 6: those jobs hear it; the batcher goes on
+                log.exception("%s: choosing among %d jobs failed", self.name, len(jobs))
+                failed, self._waiting = self._waiting, []
+                for pending in failed:
+                    pending.error = error
+                    pending.done.set()
+                return []
             taken = [self._waiting[i] for i in chosen]
             keep = set(chosen)
             self._waiting = [p for i, p in enumerate(self._waiting) if i not in keep]
@@ -147,6 +185,8 @@ class StepBatcher(Generic[J, R]):
             taken = self._gathered()
             if taken is None:
                 return
+            if not taken:
+                continue
             began = time.perf_counter()
             try:
                 results = self._run([p.job for p in taken])

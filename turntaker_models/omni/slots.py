@@ -17,6 +17,11 @@ Rules:
    `max_len` keep those writes out of every real column.
 5. `release(slot)` makes the slot free at once; its stale keys are never read, because a new
    stream's length starts at 0 and the mask hides every column past a row's length.
+6. One stream's fault stays its own. A row asking for more positions than its slot has left
+   (`room`) is refused before the forward, alone. A forward that raises leaves every slot as
+   it was (lengths move only in `advance`, after it; what it wrote lies past them, hidden and
+   overwritten by rule 5), so `isolated` runs its rows again one by one and only the rows
+   that fail alone hear an error.
 
 Why one slot per stream rather than pages: a stage serves tens of streams, each bounded by the
 model's context; a fixed slot is the simplest static shape, and `max_len` is a setting.
@@ -24,10 +29,11 @@ model's context; a fixed slot is the simplest static shape, and `max_len` is a s
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -50,8 +56,17 @@ def shape_of(text_config: Any, slots: int, max_len: int) -> SlotShape:
     return SlotShape(int(text_config.num_hidden_layers), kv_heads, head_dim, slots, max_len)
 
 
+log = logging.getLogger("turntaker.omni")
+T = TypeVar("T")
+U = TypeVar("U")
+
+
 class SlotFull(RuntimeError):
     """Every slot is taken (rule 1: a stream beyond the maximum waits or is refused)."""
+
+
+class SlotExhausted(ValueError):
+    """Rule 6: a row asked for more positions than its slot has left."""
 
 
 class SlotCache:
@@ -108,6 +123,10 @@ class SlotCache:
     @property
     def active(self) -> int:
         return self.shape.slots - len(self.free)
+
+    def room(self, slot: int) -> int:
+        """Rule 6: the positions `slot` has left."""
+        return self.shape.max_len - self.lengths[slot]
 
     # --- one forward ---------------------------------------------------------------------------
 
@@ -173,14 +192,37 @@ class SlotCache:
 # --- rows padded to one forward (rule 4) ---------------------------------------------------
 
 
+def isolated(
+    forward: Callable[[Sequence[T]], Sequence[U]], rows: Sequence[T]
+) -> list[U | Exception]:
+    """Rule 6: `forward` over `rows`; if it raises, each row again alone, so a row's error is
+    its own (a bad image, a row past its slot) and the others' results are as if it never
+    came."""
+    try:
+        return list(forward(rows))
+    except Exception as error:
+        if len(rows) == 1:
+            return [error]
+        log.warning("a forward of %d rows failed (%s); running them one by one", len(rows), error)
+    out: list[U | Exception] = []
+    for row in rows:
+        try:
+            out.extend(forward([row]))
+        except Exception as error:
+            out.append(error)
+    return out
+
+
 def within(budget: int, lengths: Sequence[int]) -> int:
     """How many of the oldest prefills (of these lengths, oldest first) fit `budget` positions
-    together: at least one (rule 2)."""
-    total = count = 0
+    together, counted as the forward runs them: every row padded to the longest (rule 4), so
+    one 4,000-position prompt beside three short ones costs 16,000, not 4,000 and change. At
+    least one (rule 2)."""
+    longest = count = 0
     for length in lengths:
-        if count and total + length > budget:
+        if count and max(longest, length) * (count + 1) > budget:
             break
-        total += length
+        longest = max(longest, length)
         count += 1
     return count
 

@@ -116,6 +116,9 @@ class TalkerSession:
         self.tts_eos: torch.Tensor | None = None
         self.tts_pad: torch.Tensor | None = None
         self.done = False
+        # The stream's slot ran out of room (talker_engine.py rule 3): its audio ended there,
+        # not at the codec's EOS.
+        self.slot_full = False
         # Embeddings of the newest frame's codebooks: their sum is the next talker input.
         self._frame_rows: list[torch.Tensor] = []
         # Seconds the code predictor took for the newest frame (for benchmarks and logs).
@@ -248,6 +251,13 @@ class TalkerSession:
             self._forward(embeds, positions)
             return self._frame()
         from turntaker_models.omni.talker_engine import Frame
+
+        if self.length and self.length + embeds.shape[1] > self.engine.max_len:
+            # talker_engine.py rule 3: a frame past the slot's room ends this stream's audio
+            # here; sent on, it would fail in the engine (alone, rule 4), not speak.
+            self.slot_full = True
+            self.done = True
+            return None
 
         began = time.perf_counter()
         done = self.engine.frame(

@@ -1,3 +1,23 @@
+"""The Talker's forwards for every stream of a stage, batched: one forward per frame.
+
+A `TalkerSession` with an engine runs no talker forward itself: its prefill and each frame
+become a job of the engine's batcher (batcher.py), and its KV cache is a slot of the engine's
+`SlotCache` (slots.py).
+
+Rules:
+1. A round runs every waiting one-position step as one forward, and the oldest prefills that
+   fit `prefill_tokens` positions counted padded (slots.py `within`) as another, each row's
+   logits and last hidden state read at its own last position.
+2. The code predictor runs codebooks 1..G-1 of every row of the round at once.
+3. A slot holds `max_len` positions: the prefill (every user-turn position of the
+   conversation) and one per frame after it. A stream's frames are capped by that room: its
+   session ends its audio where the next frame would not fit (`TalkerSession.slot_full`)
+   instead of sending it.
+4. A stream's fault is its own (slots.py rule 6): a row past its slot's room is refused alone
+   (`SlotExhausted`); a forward or a prediction that fails is run again row by row, so only
+   the rows that fail alone hear an error, and the others' frames are what they are alone.
+"""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -8,7 +28,7 @@ import torch
 
 from turntaker_models.omni.batcher import Gather, StepBatcher
 from turntaker_models.omni.sampling import SamplingConfig, choose
-from turntaker_models.omni.slots import SlotCache, padded_positions, within
+from turntaker_models.omni.slots import SlotCache, SlotExhausted, isolated, padded_positions, within
 
 # A stream's codebook-0 rule: given its talker logits [V], the token, and whether the frame
 # goes on to its other codebooks (False at codec EOS or the length cap).
@@ -77,17 +97,32 @@ class TalkerEngine:
 
     @torch.inference_mode()
     def _run(self, jobs: Sequence[Frame]) -> list[Framed | BaseException]:
-        """Rule 1."""
+        """Rules 1, 2 and 4."""
         order = [i for i, job in enumerate(jobs) if job.embeds.shape[1] > 1]
         steps = [i for i, job in enumerate(jobs) if job.embeds.shape[1] == 1]
         outs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        if order:
-            outs.update(zip(order, self._forward([jobs[i] for i in order]), strict=True))
-        if steps:
-            outs.update(zip(steps, self._forward([jobs[i] for i in steps]), strict=True))
-        firsts: dict[int, int] = {}
         results: dict[int, Framed | BaseException] = {}
+        for group in (order, steps):
+            fits = []
+            for i in group:
+                new, room = jobs[i].embeds.shape[1], self.cache.room(jobs[i].slot)
+                if new > room:
+                    results[i] = SlotExhausted(
+                        f"talker slot {jobs[i].slot}: {new} positions, room for {room}"
+                    )
+                else:
+                    fits.append(i)
+            if fits:
+                done = isolated(self._forward, [jobs[i] for i in fits])
+                for i, out in zip(fits, done, strict=True):
+                    if isinstance(out, Exception):
+                        results[i] = out
+                    else:
+                        outs[i] = out
+        firsts: dict[int, int] = {}
         for i in order + steps:
+            if i not in outs:
+                continue
             logits, hidden = outs[i]
             try:
                 token, goes_on = jobs[i].choose_first(logits)
@@ -99,12 +134,19 @@ class TalkerEngine:
             else:
                 results[i] = Framed(hidden, None, [])
         if firsts:
+
+            def predict(rows: Sequence[int]) -> list[tuple[list[int], list[torch.Tensor]]]:
+                return self._predict(
+                    [outs[i][1] for i in rows], [firsts[i] for i in rows], [jobs[i] for i in rows]
+                )
+
             rows = list(firsts)
-            predicted = self._predict(
-                [outs[i][1] for i in rows], [firsts[i] for i in rows], [jobs[i] for i in rows]
-            )
-            for i, (codes, embedded) in zip(rows, predicted, strict=True):
-                results[i] = Framed(outs[i][1], codes, embedded)
+            for i, predicted in zip(rows, isolated(predict, rows), strict=True):
+                if isinstance(predicted, Exception):
+                    results[i] = predicted
+                else:
+                    codes, embedded = predicted
+                    results[i] = Framed(outs[i][1], codes, embedded)
         return [results[i] for i in range(len(jobs))]
 
     def _forward(self, jobs: Sequence[Frame]) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -10,14 +10,17 @@ Rules:
    on the right to the longest, and its logits are read at its own last token.
 2. A round's prefills run as one forward before its steps, padded on the right like rule 1's
    rows, their audio and images batched through the encoders: as many as fit
-   `prefill_tokens` positions, and at least the oldest (batcher.py rule 2). A new stream joins
-   at a step boundary, and the others' next step waits for at most `prefill_tokens` positions
-   of prefill, or one longer prompt alone.
+   `prefill_tokens` positions counted padded (every row as long as the longest), and at
+   least the oldest (batcher.py rule 2). A new stream joins at a step boundary, and the
+   others' next step waits for at most `prefill_tokens` positions of prefill, or one longer
+   prompt alone.
 3. Slots: one per stream, taken at prefill and given back at `close`; there are as many as the
    stage serves streams, so a stream past them is refused by the stage before it gets here
    (`SlotFull` is the guard). A stream's prompt and answer must fit `max_len` positions.
 4. What a stream gets back is what it would get alone: its own last-position logits (and at
    prefill, its hidden states), to float rounding of a wider matmul.
+5. A stream's fault is its own (slots.py rule 6): a prefill that fails (a bad image, memory)
+   or a row past its slot fails that stream alone; the prefills and steps beside it go on.
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ from typing import Any
 import torch
 
 from turntaker_models.omni.batcher import Gather, StepBatcher
-from turntaker_models.omni.slots import SlotCache, pad_right, padded_positions, within
+from turntaker_models.omni.slots import (
+    SlotCache,
+    SlotExhausted,
+    isolated,
+    pad_right,
+    padded_positions,
+    within,
+)
 
 
 @dataclass(frozen=True)
@@ -102,16 +112,29 @@ class ThinkerEngine:
         return steps + [i for i, _ in prefills[:fit]]
 
     @torch.inference_mode()
-    def _run(self, jobs: Sequence[Job]) -> list[Out]:
-        results: dict[int, Out] = {}
+    def _run(self, jobs: Sequence[Job]) -> list[Out | BaseException]:
+        """Rules 1-2, and rule 5: a row's fault is its own (slots.py rule 6)."""
+        results: dict[int, Out | BaseException] = {}
         prefills = [(i, job) for i, job in enumerate(jobs) if isinstance(job, Prefill)]
         steps = [(i, job) for i, job in enumerate(jobs) if isinstance(job, Step)]
-        if prefills:
-            outs = self._prefills([job for _, job in prefills])
-            results.update(zip([i for i, _ in prefills], outs, strict=True))
-        if steps:
-            outs = [Out(x) for x in self._steps([job for _, job in steps])]
-            results.update(zip([i for i, _ in steps], outs, strict=True))
+        groups: tuple[tuple[list[tuple[int, Any]], Any], ...] = (
+            (prefills, self._prefills),
+            (steps, lambda rows: [Out(x) for x in self._steps(rows)]),
+        )
+        for group, forward in groups:
+            fits = []
+            for i, job in group:
+                new = job.length if isinstance(job, Prefill) else len(job.ids)
+                room = self.cache.room(job.slot)
+                if new > room:
+                    results[i] = SlotExhausted(
+                        f"thinker slot {job.slot}: {new} positions, room for {room}"
+                    )
+                else:
+                    fits.append((i, job))
+            if fits:
+                done = isolated(forward, [job for _, job in fits])
+                results.update(zip([i for i, _ in fits], done, strict=True))
         return [results[i] for i in range(len(jobs))]
 
     def _prefills(self, jobs: Sequence[Prefill]) -> list[Out]:

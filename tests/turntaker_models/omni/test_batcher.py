@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from turntaker_models.omni.batcher import BatcherClosed, Gather, StepBatcher
+from turntaker_models.omni.batcher import BatcherClosed, BatcherDied, Gather, StepBatcher
 
 
 class Recorder:
@@ -128,5 +128,76 @@ def test_rule4_a_batch_that_raises_fails_every_caller_in_it() -> None:
     try:
         with pytest.raises(RuntimeError, match="the forward failed"):
             batcher.call(1, 1)
+    finally:
+        batcher.close()
+
+
+def _callers(batcher: StepBatcher[int, int], jobs: Sequence[int]) -> dict[int, object]:
+    out: dict[int, object] = {}
+
+    def call(job: int) -> None:
+        try:
+            out[job] = batcher.call(job, job)
+        except Exception as error:
+            out[job] = error
+
+    threads = [threading.Thread(target=call, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in threads), "a caller is still blocked"
+    return out
+
+
+def test_rule6_a_pick_that_raises_fails_its_jobs_within_a_second_and_the_batcher_goes_on() -> None:
+    # Was: `pick` ran outside the batch's `try`; its error killed the batcher's thread and
+    # every stream blocked in `call` forever.
+    planted = [True]
+
+    def pick(jobs: Sequence[int]) -> Sequence[int]:
+        if planted[0]:
+            planted[0] = False
+            raise KeyError("a bug in choosing")
+        return range(len(jobs))
+
+    recorder = Recorder()
+    batcher = StepBatcher(
+        "test", recorder.run, max_batch=8, gather=Gather(0, 0.05, 0.05), pick=pick
+    )
+    try:
+        began = time.monotonic()
+        out = _callers(batcher, [1])
+        assert isinstance(out[1], KeyError), out
+        assert time.monotonic() - began < 1.0
+        assert _callers(batcher, [2]) == {2: 20}, "rule 6: the batcher serves the next job"
+    finally:
+        batcher.close()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_rule7_a_dead_batcher_fails_its_callers_promptly_and_the_next_call_restarts_it() -> None:
+    # A thread that dies outside every `try` (here a SystemExit from `pick`, which rule 6 does
+    # not catch): its callers hear BatcherDied within `watch_s`, the next call is served by a
+    # new thread.
+    killed = [False]
+
+    def pick(jobs: Sequence[int]) -> Sequence[int]:
+        if not killed[0]:
+            killed[0] = True
+            raise SystemExit("the thread ends")
+        return range(len(jobs))
+
+    recorder = Recorder()
+    batcher = StepBatcher(
+        "test", recorder.run, max_batch=8, gather=Gather(0, 0.05, 0.05), pick=pick, watch_s=0.05
+    )
+    try:
+        began = time.monotonic()
+        out = _callers(batcher, [1])
+        assert isinstance(out[1], BatcherDied), out
+        assert time.monotonic() - began < 1.0
+        assert _callers(batcher, [3]) == {3: 30}, "rule 7: the next call is served"
+        assert batcher.restarts == 1
     finally:
         batcher.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from turntaker_models.omni.slots import SlotCache, SlotFull, SlotShape
+from turntaker_models.omni.slots import SlotCache, SlotFull, SlotShape, within
 
 SHAPE = SlotShape(layers=2, kv_heads=1, head_dim=2, slots=3, max_len=8, span_step=4)
 
@@ -69,3 +69,12 @@ def test_an_eager_model_gets_an_additive_mask() -> None:
     mask = c.select([(a, 2)])
     assert mask.dtype == torch.float32
     assert mask[0, 0, 0, 0] == 0 and mask[0, 0, 0, 1] < -1e30
+
+
+def test_rule4_the_prefill_budget_counts_padded_positions() -> None:
+    # Was: real lengths were summed, but every row of a forward is padded to the longest: one
+    # 4,000-token prompt beside three short ones ran 16,000 positions under a 4,096 budget.
+    assert within(4096, [4000, 30, 30, 30]) == 1
+    assert within(4096, [30, 30, 4000]) == 2, "the long one would pad all three to 4,000"
+    assert within(4096, [1000, 1000, 1000, 1000, 10]) == 4
+    assert within(100, [500]) == 1, "the oldest runs alone, whatever its length (rule 2)"

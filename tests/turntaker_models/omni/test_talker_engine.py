@@ -36,6 +36,7 @@ class Spoken:
     frames: list[list[int]] = field(default_factory=list)
     logits: list[torch.Tensor] = field(default_factory=list)
     cancelled: bool = False
+    slot_full: bool = False
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,13 @@ class Engines:
     talker: TalkerEngine | None
 
 
-def speak(tiny: Tiny, prompt: Prompt, engines: Engines, cancel_after: int | None) -> Spoken:
+def speak(
+    tiny: Tiny,
+    prompt: Prompt,
+    engines: Engines,
+    cancel_after: int | None,
+    max_codec_tokens: int = MAX_CODEC_TOKENS,
+) -> Spoken:
     """test_steppers.py's serving loop, with the engines: thinker tokens feed the talker."""
     spoken = Spoken()
 
@@ -68,7 +75,7 @@ def speak(tiny: Tiny, prompt: Prompt, engines: Engines, cancel_after: int | None
     finally:
         thinker.close()
     talker = TalkerSession(
-        tiny.talker, tiny.config, True, 0, MAX_CODEC_TOKENS, cancelled, engine=engines.talker
+        tiny.talker, tiny.config, True, 0, max_codec_tokens, cancelled, engine=engines.talker
     )
     choose_first = talker._choose_first
 
@@ -87,6 +94,7 @@ def speak(tiny: Tiny, prompt: Prompt, engines: Engines, cancel_after: int | None
     except Cancelled:
         spoken.cancelled = True
     finally:
+        spoken.slot_full = talker.slot_full
         talker.close()
     return spoken
 
@@ -190,3 +198,56 @@ def test_rule4_a_cancelled_stream_stops_within_a_frame_and_the_others_are_unchan
     for name in names[1:]:
         assert_same(alone[name], batched[name], name)
     assert engines.talker is not None and engines.talker.cache.active == 0
+
+
+def test_rules3_4_a_stream_past_its_slot_ends_its_audio_and_the_other_speaks_as_alone(
+    tiny: Tiny,
+) -> None:
+    # Was: nothing checked the room left in a talker slot; the stream that passed it raised
+    # in `SlotCache.select` inside the round's forward, and every stream batched with it
+    # failed. Two streams of one prompt share a talker whose slots hold the prefill and 10
+    # frames: one asks 6 frames, the other 40.
+    name = sorted(prompts(tiny))[0]
+    prompt = prompts(tiny)[name]
+    short_alone = speak(tiny, prompt, Engines(None, None), None, max_codec_tokens=6)
+    long_alone = speak(tiny, prompt, Engines(None, None), None)
+    assert len(long_alone.frames) > 12, "the stream must speak past the slot to prove anything"
+    probe = TalkerEngine(tiny.talker, slots=1, max_len=1024)
+    frame = probe.frame
+    prefill: list[int] = []
+
+    def measured(job: Any) -> Any:
+        prefill.append(job.embeds.shape[1])
+        return frame(job)
+
+    probe.frame = measured  # type: ignore[method-assign]
+    try:
+        speak(tiny, prompt, Engines(None, probe), None, max_codec_tokens=2)
+    finally:
+        probe.shutdown()
+    talker = TalkerEngine(tiny.talker, slots=2, max_len=prefill[0] + 10)
+    out: dict[str, Spoken | BaseException] = {}
+
+    def one(key: str, frames: int) -> None:
+        try:
+            out[key] = speak(tiny, prompt, Engines(None, talker), None, max_codec_tokens=frames)
+        except BaseException as error:
+            out[key] = error
+
+    threads = [threading.Thread(target=one, args=a) for a in (("short", 6), ("long", 40))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        talker.shutdown()
+    short, long = out["short"], out["long"]
+    assert isinstance(short, Spoken), f"rule 4: the stream that fits failed: {short}"
+    assert_same(short_alone, short, "the stream that fits")
+    assert isinstance(long, Spoken), f"rule 3: the stream past its slot failed: {long}"
+    assert long.slot_full, "rule 3: its audio should end where the slot is full"
+    assert len(long.frames) == 11, "the prefill gives the first frame, each position after it one"
+    assert long.frames == long_alone.frames[: len(long.frames)]
+    assert talker.cache.active == 0
+    assert talker.batcher.rounds < talker.batcher.jobs, "the two never shared a round"

@@ -227,3 +227,48 @@ def test_rule3_a_prompt_longer_than_a_slot_is_refused(tiny: Tiny) -> None:
         assert small.cache.active == 0
     finally:
         small.shutdown()
+
+
+def test_rule5_a_failing_prefill_fails_its_own_stream_only(tiny: Tiny) -> None:
+    # Was: one stream's failing prefill (a bad image, memory) raised out of the round and
+    # every stream batched with it failed too. Two streams prefill in one round (the batcher
+    # waits for both slots); the victim's rows make the forward raise, alone or not.
+    from turntaker_models.omni.batcher import Gather
+
+    chosen = sorted(streams(tiny)[:3], key=lambda s: s.prompt.input_ids.shape[1])
+    victim, other = chosen[-1], chosen[0]
+    assert victim.prompt.input_ids.shape[1] != other.prompt.input_ids.shape[1]
+    alone = generate(tiny, other, None)
+    engine = ThinkerEngine(tiny.thinker, slots=2, max_len=1024, gather=Gather(0, 2.0, 2.0))
+    engine.batcher._last_members = {0, 1}  # rule 1: the first round waits for both streams
+    prefills = engine._prefills
+    rows_seen: list[int] = []
+
+    def planted(jobs: Any) -> Any:
+        rows_seen.append(len(jobs))
+        if any(job.length == victim.prompt.input_ids.shape[1] for job in jobs):
+            raise RuntimeError("a bad image")
+        return prefills(jobs)
+
+    engine._prefills = planted  # type: ignore[method-assign]
+    out: dict[str, Any] = {}
+
+    def one(stream: Stream) -> None:
+        try:
+            out[stream.name] = generate(tiny, stream, engine)
+        except Exception as error:
+            out[stream.name] = error
+
+    try:
+        threads = [threading.Thread(target=one, args=(s,)) for s in (victim, other)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        engine.shutdown()
+    assert rows_seen[0] == 2, f"the two prefills never shared a forward: {rows_seen}"
+    assert isinstance(out[victim.name], RuntimeError), out[victim.name]
+    assert isinstance(out[other.name], Run), f"rule 5: the other stream failed: {out[other.name]}"
+    assert_same(alone, out[other.name], other.name)
+    assert engine.cache.active == 0
