@@ -517,30 +517,60 @@ def _costs(measured: Measured) -> list[str]:
     return [*lines, ""]
 
 
-def _at(o: Outcome, t: float | None) -> str:
-    return "-" if t is None or o.first_audio is None else f"{t - o.first_audio:.2f} s"
+# One session in `notes`: (its item's name, the answer's first audio, the cut or the user's
+# onset), on its bench's clock; None: never seen.
+Noted = tuple[str, float | None, float | None]
+
+
+def notes(
+    cut: Sequence[Noted],
+    missed: Sequence[Noted],
+    *,
+    cut_label: str,
+    missed_label: str = "Missed with cancellation on",
+    per_second: float = 1.0,
+    most: int = 8,
+    onsets: bool = True,
+    end: str = ".",
+) -> list[str]:
+    """The "Cut by echo" and "Missed" lines under an echo bench's table. This bench,
+    bench/echo_page.py and bench/echo_offline.py report the same thing from their own outcome
+    types and clocks: each chooses its sessions, this one piece of code words them, and what
+    the three sections have always worded differently is a parameter.
+
+    `cut`: the sessions the echo cut; `missed`: the interruptions missed; each on a clock of
+    `per_second` units a second (1: seconds, 1000: the page's ms). A time shows as seconds
+    after the answer's first audio, "-" where either is unknown. At most `most` sessions a
+    line, then `end`; `onsets=False` leaves the onsets out. An empty list has no line."""
+
+    def after(first: float | None, t: float | None) -> str:
+        return "-" if t is None or first is None else f"{(t - first) / per_second:.2f} s"
+
+    lines = []
+    if cut:
+        named = [f"{name} at {after(first, t)}" for name, first, t in cut[:most]]
+        lines.append(f"{cut_label}: " + "; ".join(named) + end)
+    if missed:
+        named = [
+            f"{name} (onset {after(first, t)})" if onsets else name
+            for name, first, t in missed[:most]
+        ]
+        lines.append(f"{missed_label}: " + "; ".join(named) + end)
+    return lines
 
 
 def _notes(measured: Measured) -> list[str]:
-    lines = []
     false = [o for o in measured.outcomes if o.cancellation and o.cut_by_echo]
-    if false:
-        lines.append(
-            "Cut by echo alone with cancellation on (after the answer's first audio): "
-            + "; ".join(f"{o.item.name} at {_at(o, o.cut)}" for o in false[:8])
-            + "."
-        )
     missed = [
         o
         for o in measured.outcomes
         if o.cancellation and o.item.kind == "interruption" and o.onset and not o.interrupted
     ]
-    if missed:
-        lines.append(
-            "Missed with cancellation on: "
-            + "; ".join(f"{o.item.name} (onset {_at(o, o.onset)})" for o in missed[:8])
-            + "."
-        )
+    lines = notes(
+        [(o.item.name, o.first_audio, o.cut) for o in false],
+        [(o.item.name, o.first_audio, o.onset) for o in missed],
+        cut_label="Cut by echo alone with cancellation on (after the answer's first audio)",
+    )
     failed = [o for o in measured.outcomes if o.errors]
     if failed:
         lines.append(f"Sessions with errors: {len(failed)}.")

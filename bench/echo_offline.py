@@ -52,7 +52,17 @@ import numpy as np
 import onnxruntime as ort
 
 from bench import cli, machine_load, report
-from bench.echo import ACK_EVERY_S, ASK, CHUNK_S, Mode, Outcome, Run, session_update, targets
+from bench.echo import (
+    ACK_EVERY_S,
+    ASK,
+    CHUNK_S,
+    Mode,
+    Outcome,
+    Run,
+    notes,
+    session_update,
+    targets,
+)
 from bench.echo_corpus import KINDS, LEVELS_DB, EchoItem, Plan, Voice, answer, build
 from bench.inprocess_vad import CHUNK, CONTEXT, silero_onnx_path
 from bench.overlap_corpus import room_tone
@@ -355,20 +365,19 @@ def table(run: Run, outcomes: list[Outcome], command: str, load: machine_load.Lo
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     false = [o for o in outcomes if o.cancellation and o.cut_by_echo]
-    if false:
-        lines += [
-            "",
-            "Cut by echo (cancellation on): "
-            + "; ".join(
-                f"{o.item.name} at {o.cut - (o.first_audio or 0):.2f} s"
-                for o in false[:12]
-                if o.cut is not None
-            ),
-        ]
     missed = [o for o in outcomes if o.cancellation and o.item.kind == "interruption"]
     missed = [o for o in missed if not o.cut_by_echo and not o.interrupted]
-    if missed:
-        lines += ["", "Missed (cancellation on): " + "; ".join(o.item.name for o in missed[:12])]
+    for line in notes(
+        # A cut before any answer audio counts from the simulated clock's start.
+        [(o.item.name, o.first_audio or 0.0, o.cut) for o in false],
+        [(o.item.name, o.first_audio, o.onset) for o in missed],
+        cut_label="Cut by echo (cancellation on)",
+        missed_label="Missed (cancellation on)",
+        most=12,
+        onsets=False,
+        end="",
+    ):
+        lines += ["", line]
     return "\n".join([*lines, "", *targets(outcomes)]) + "\n"
 
 

@@ -75,6 +75,7 @@ from typing import Any
 from playwright import sync_api
 
 from bench import cli, machine_load, report, servers, stats
+from bench.echo import notes
 from bench.echo_corpus import EchoItem, Plan, answer, build
 from bench.overlap_corpus import room_tone
 from bench.rooms import SPEECH_RMS, Room
@@ -83,6 +84,8 @@ from bench.speech import RATE, Audio, pcm16
 HEADING = "## Echo: the page"
 MODELS = ("null", "vad", "asr", "cancel", "turn")
 CHROMIUM = Path("/usr/lib/chromium/chromium")
+# Headless Chromium with fake media devices and no background work. tests/browser/conftest.py
+# launches its browsers with these too, so that the page is tested and measured in one browser.
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -92,8 +95,10 @@ CHROMIUM_ARGS = (
     "--disable-component-update",
     "--no-first-run",
     "--disable-sync",
-    "--autoplay-policy=no-user-gesture-required",
 )
+# This bench's sessions only (`launch`): the page's audio may start without a user gesture; the
+# browser tests keep Chromium's own policy.
+AUTOPLAY = "--autoplay-policy=no-user-gesture-required"
 # The meters: a sample louder than this after HANG_S under it is an onset (the room's tone is
 # at about -54 dBFS, speech at SPEECH_RMS).
 ONSET_THRESHOLD = 0.02
@@ -319,7 +324,11 @@ def launch(driver: sync_api.Playwright, wav: Path) -> sync_api.Browser:
     return driver.chromium.launch(
         executable_path=str(CHROMIUM),
         headless=True,
-        args=[*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop"],
+        args=[
+            *CHROMIUM_ARGS,
+            AUTOPLAY,
+            f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop",
+        ],
     )
 
 
@@ -802,32 +811,19 @@ def table(run: Run, measured: Measured, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _at(page: PageOutcome, t: float | None) -> str:
-    if t is None or page.first_audio is None:
-        return "-"
-    return f"{(t - page.first_audio) / 1000:.2f} s"
-
-
 def _notes(measured: Measured) -> list[str]:
-    lines = []
     false = [s for s in measured.sessions if s.cancellation and s.page.cut_by_echo]
-    if false:
-        lines.append(
-            "Cut by echo with cancellation on (after the answer's first audio): "
-            + "; ".join(f"{s.item.name} at {_at(s.page, s.page.cut)}" for s in false[:8])
-            + "."
-        )
     missed = [
         s
         for s in measured.sessions
         if s.cancellation and s.page.playing_at_onset and not s.page.interrupted
     ]
-    if missed:
-        lines.append(
-            "Missed with cancellation on: "
-            + "; ".join(f"{s.item.name} (onset {_at(s.page, s.page.onset)})" for s in missed[:8])
-            + "."
-        )
+    lines = notes(
+        [(s.item.name, s.page.first_audio, s.page.cut) for s in false],
+        [(s.item.name, s.page.first_audio, s.page.onset) for s in missed],
+        cut_label="Cut by echo with cancellation on (after the answer's first audio)",
+        per_second=1000,  # the page's clock (rule 2)
+    )
     late = [
         s for s in measured.sessions if s.item.kind == "interruption" and not s.page.errors
         and not s.page.playing_at_onset and not s.page.cut_by_echo

@@ -11,19 +11,8 @@ import pytest
 from playwright import sync_api
 from scipy.io import wavfile
 
+from bench.echo_page import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.realtime_client import RATE, Audio, pcm16
-
-CHROMIUM = Path("/usr/lib/chromium/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--use-fake-ui-for-media-stream",
-    "--use-fake-device-for-media-stream",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 
 
 def write_wav(path: Path, audio: Audio) -> Path:
@@ -48,10 +37,12 @@ def open_page(
     browsers: list[sync_api.Browser] = []
 
     def opener(wav: Path, url: str) -> sync_api.Page:
+        # The page bench's browser and flags (bench/ may not import from tests/), without the
+        # autoplay flag it adds to its own sessions.
         browser = playwright_driver.chromium.launch(
             executable_path=str(CHROMIUM),
             headless=True,
-            args=[*ARGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop"],
+            args=[*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={wav.resolve()}%noloop"],
         )
         browsers.append(browser)
         page = browser.new_page(viewport={"width": 1000, "height": 900})
