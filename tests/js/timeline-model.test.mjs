@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { describe, RATE, TimelineModel } from "../../orchestrator/service/static/timeline-model.js";
+import { describe, RATE, RECENT_RESPONSES, TimelineModel } from "../../orchestrator/service/static/timeline-model.js";
 
 // A page whose clock the test moves; the microphone sends 20 ms chunks in real time from t=0.
 function setup(options) {
@@ -206,4 +206,17 @@ test("each item in words, for the list a screen reader reads in the canvas's pla
     "user speech from 0.500 s, ongoing");
   assert.equal(describe({ lane: "assistant", kind: "cut", start: 15120, end: 15120, label: "cut at 2.34 s of the answer" }),
     "assistant cut at 15.120 s: cut at 2.34 s of the answer");
+});
+
+test("bounds: a long session keeps which response the newest items belong to, not every one", () => {
+  // Rule 5: was one itemRid entry per response for the whole session.
+  const { model } = setup();
+  for (let n = 0; n < 1000; n += 1) {
+    model.server({ type: "response.created", response: { id: `r${n}` } });
+    model.server({ type: "response.output_item.added", response_id: `r${n}`, item: { id: `item_${n}` } });
+  }
+  assert.equal(model.itemRid.size, RECENT_RESPONSES);
+  assert.ok(model.responses.size <= RECENT_RESPONSES);
+  assert.equal(model.itemRid.get("item_999"), "r999");
+  assert.equal(model.itemRid.get("item_0"), undefined);
 });

@@ -27,9 +27,11 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
   (Triton does not pass stream cancels into ensemble steps; see cancel_board.py); a cancelled
   id's held text is dropped and no more of its text passes.
   A cancel can also land while no sentence of the id is queued (the voice is faster than the
-  llm): the llm then stops and no request of that id comes again, so an idle worker looks at
-  the board every `IDLE_SWEEP_S` for the ids pinned to it that hold text, drops a cancelled
-  one's text and records the stop, instead of holding it until it is evicted.
+  llm): the llm then stops and no request of that id comes again, so every worker looks at
+  the board every `SWEEP_S` (between jobs when busy, on a timeout when idle) for the ids
+  pinned to it that hold text, drops a cancelled one's text and records the stop, instead of
+  holding it until it is evicted. A busy worker sweeps too: one whose queue never empties for
+  that long (other streams' sentences back to back) would otherwise never sweep.
 - Bounded: text is held for at most `MAX_HELD_STREAMS` ids (the least recently used goes
   first) and `MAX_HELD_CHARS` characters each.
 - Function calls pass through, never spoken: a request's TOOL_CALL (a contract
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -96,9 +99,10 @@ from turntaker_models.triton_adapter import (
 STAGE = "tts"
 # Stop records already written, per worker pool: one per cancelled id is enough.
 _REMEMBERED_STOPS = 1024
-# How often an idle worker checks the board for the ids pinned to it that hold text: a cancel
-# is seen within one llm token's time (~50 ms), as in the llm itself.
-IDLE_SWEEP_S = 0.05
+# How often a worker checks the board for the ids pinned to it that hold text: a cancel is
+# seen within one llm token's time (~50 ms), as in the llm itself; a busy worker, after the
+# job it is on.
+SWEEP_S = 0.05
 
 
 class Sink(Protocol):
@@ -228,11 +232,15 @@ class Speaker:
 
     def _loop(self, index: int) -> None:
         jobs = self._queues[index]
+        sweep_at = time.monotonic() + SWEEP_S
         while True:
-            try:
-                item = jobs.get(timeout=IDLE_SWEEP_S)
-            except queue.Empty:
+            now = time.monotonic()
+            if now >= sweep_at:
                 self._sweep(index)
+                sweep_at = now + SWEEP_S
+            try:
+                item = jobs.get(timeout=max(0.0, sweep_at - time.monotonic()))
+            except queue.Empty:
                 continue
             if item is None:
                 return

@@ -25,11 +25,13 @@
 //    that decision, not where the voice fell silent, so the turn's latency is drawn as the
 //    answer's: from there to the answer's first sample heard.
 // 5. Bounded: what ended more than HISTORY_MS ago goes, and at most MAX_ITEMS are kept (the
-//    oldest go first).
+//    oldest go first); of the responses and of which response each assistant item belongs to,
+//    the RECENT_RESPONSES newest (a truncate names one of the last few).
 
 export const RATE = 24000; // the wire's pcm16 rate (player.js), kept here to stay DOM-free
 export const HISTORY_MS = 120000;
 export const MAX_ITEMS = 400;
+export const RECENT_RESPONSES = 64;
 
 const CAUSES = Object.freeze({ server_vad: "silence", semantic_vad: "model" });
 
@@ -108,7 +110,9 @@ export class TimelineModel {
       this.responses.set(rid, {
         span: null, started: false, cut: false, finished: false, lastPlayed: 0, lastAt: null,
       });
-      if (this.responses.size > 64) this.responses.delete(this.responses.keys().next().value);
+      if (this.responses.size > RECENT_RESPONSES) {
+        this.responses.delete(this.responses.keys().next().value);
+      }
     }
     return this.responses.get(rid);
   }
@@ -175,7 +179,13 @@ export class TimelineModel {
         this.bargeIn(event.response_id);
         break;
       case "response.output_item.added":
-        if (event.item && event.response_id) this.itemRid.set(event.item.id, event.response_id);
+        if (event.item && event.response_id) {
+          this.itemRid.set(event.item.id, event.response_id);
+          // Rule 5: was one entry per response for the whole session.
+          if (this.itemRid.size > RECENT_RESPONSES) {
+            this.itemRid.delete(this.itemRid.keys().next().value);
+          }
+        }
         break;
       case "conversation.item.truncated": {
         const rid = this.itemRid.get(event.item_id);

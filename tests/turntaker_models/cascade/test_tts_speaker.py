@@ -16,7 +16,7 @@ import pytest
 from tests.triton.tts_client import llm_steps, loud_runs
 from turntaker_models.cancel_board import CancelBoard
 from turntaker_models.cascade.tts import (
-    IDLE_SWEEP_S,
+    SWEEP_S,
     Audio,
     Speaker,
     SpeechJob,
@@ -228,21 +228,49 @@ def test_a_cancel_between_sentences_drops_the_held_text_and_records_the_stop(
 ) -> None:
     """Rule (cancellable): the voice ran ahead of the llm, so no sentence of the id is queued
     when the cancel lands, and none ever comes (the llm stops). An idle worker still drops the
-    id's held text and records the stop, within a sweep or two of IDLE_SWEEP_S."""
+    id's held text and records the stop, within a sweep or two of SWEEP_S."""
     first = RecordingSink()
     speaker.submit(_job("ahead", "Hello there.", text="Hello there."), first)
     assert first.done.wait(10)
     waiting = RecordingSink()
     speaker.submit(_job("ahead", "", text=" And then"), waiting)
     assert waiting.kinds() == ["final"] and len(speaker.held) == 1, "the next words are held"
-    time.sleep(3 * IDLE_SWEEP_S)
+    time.sleep(3 * SWEEP_S)
     assert len(speaker.held) == 1 and not board.stops("ahead"), "nothing stops without a cancel"
     board.cancel("ahead")
     deadline = time.monotonic() + 2.0
     while (len(speaker.held) or not board.stops("ahead")) and time.monotonic() < deadline:
-        time.sleep(IDLE_SWEEP_S / 5)
+        time.sleep(SWEEP_S / 5)
     assert len(speaker.held) == 0, "a cancelled id keeps no text"
     assert [r.stage for r in board.stops("ahead")] == ["tts"]
+
+
+def test_a_busy_worker_still_sweeps_a_cancelled_id_s_held_text(board: CancelBoard) -> None:
+    """Rule (cancellable): was: only a worker idle for SWEEP_S swept, so one kept busy by
+    other streams' sentences back to back held a cancelled id's text until eviction. One
+    worker: an id's text is held, another id's twelve sentences keep the worker busy, and the
+    cancel is seen while they still play."""
+    speaker = Speaker(board, workers=1)
+    try:
+        first = RecordingSink()
+        speaker.submit(_job("held", "Hello there.", text="Hello there."), first)
+        assert first.done.wait(10)
+        speaker.submit(_job("held", "", text=" And then"), RecordingSink())
+        assert len(speaker.held) == 1, "the next words are held"
+        busy = [RecordingSink() for _ in range(12)]
+        for sink in busy:
+            speaker.submit(_job("busy", "This sentence keeps the only worker busy."), sink)
+        board.cancel("held")
+        deadline = time.monotonic() + 10.0
+        while not board.stops("held") and time.monotonic() < deadline:
+            time.sleep(SWEEP_S / 5)
+        playing = sum(not sink.done.is_set() for sink in busy)
+        assert board.stops("held"), "the cancelled id's stop was never recorded"
+        assert playing >= 6, f"the sweep waited for the worker to idle ({playing} left)"
+        assert all(sink.done.wait(30) for sink in busy)
+        assert len(speaker.held) == 0, "a cancelled id keeps no text"
+    finally:
+        speaker.close()
 
 
 def test_one_request_keeps_order_across_sentences(speaker: Speaker) -> None:
