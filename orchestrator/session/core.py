@@ -385,7 +385,7 @@ class SessionCore:
         self._processing.acknowledged(rid, event.played_ms, self._now_ms, event.input_ms)
         # The client acknowledges: rule 5 decides from now on (the chart's heard_by region).
         self._run_session(ev.PlaybackAcked(rid))
-        result = self._history.ack(event)
+        result = self._history.ack(event, self._now_ms)
         if result.heard is not None:
             # A live reply's chart decides what the ACK means; a settled one is rewritten.
             if rid in self.live and event.truncate:

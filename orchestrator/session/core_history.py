@@ -73,7 +73,9 @@ class History:
         self._settings = settings
         self.conversation = conv.Conversation(config.limits)
         # OpenAI's basis until the client acknowledges playback (statecharts/session.py).
-        self.ledger = PlaybackLedger(config.playback_entries, basis="generated")
+        self.ledger = PlaybackLedger(
+            config.playback_entries, basis="generated", ack_grace_ms=config.ack_grace_ms
+        )
         self._wait = TranscriptWait(config.transcript_wait_ms)
         self._playout_token = 0
 
@@ -304,9 +306,9 @@ class History:
             return False
         return True
 
-    def ack(self, event: ce.PlaybackAck) -> AckResult:
+    def ack(self, event: ce.PlaybackAck, now_ms: int) -> AckResult:
         return self.ledger.ack(
-            event.response_id, event.played_ms, event.item_id, bool(event.truncate)
+            event.response_id, event.played_ms, event.item_id, bool(event.truncate), now_ms
         )
 
     def append_audio(self, rid: str, ms: int, text: str, now_ms: int) -> None:
@@ -340,7 +342,7 @@ class History:
     def cut(self, rid: str, audio_end_ms: int | None, now_ms: int) -> None:
         """Cut a reply at `audio_end_ms`, or at the playback cursor when None."""
         if audio_end_ms is not None:
-            self.ledger.cut(rid, audio_end_ms)
+            self.ledger.cut(rid, audio_end_ms, now_ms)
         else:
             self.ledger.clear(rid, now_ms)
 

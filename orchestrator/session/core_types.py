@@ -124,6 +124,9 @@ class CoreConfig:
     limits: conv.HistoryLimits = field(default_factory=conv.HistoryLimits)
     max_input_buffer_bytes: int = 16 * 1024 * 1024
     playback_entries: int = 64
+    # docs/protocol.md rule 5's amendment: after the server's own clear, the client's first
+    # ACK or truncate of the reply within this long sets what was heard of it.
+    ack_grace_ms: int = 1000
     model: str = "turntaker"
     # A transcriber is there to ask (`Transcribe`); without one no transcript is ever asked for.
     transcriber: bool = False

@@ -20,7 +20,14 @@ Guarantees (`acknowledged`; in `generated` they hold for the client's own words)
 - A reply is committed in full only when generation has finished and the played cursor covers
   all generated audio; a finished reply with no audio (text only) is committed at `finish`.
 - A cut (`cut`, `clear`, `cut_by_item`, or an ACK with `truncate`) commits the reply at
-  min(cut point, generated audio) and is final: no later ACK, cut or audio changes it.
+  min(cut point, generated audio) and is final: no later ACK, cut or audio changes it. One
+  amendment (docs/protocol.md rule 5): the server's own clear (a barge-in, a cancel) cuts
+  provisionally at the played cursor, and the client's first ACK or truncate of that reply
+  within `ack_grace_ms` of the clear sets the cut to what it reports (never past the audio
+  generated before the clear); then, or once the grace has passed, the cut is final. A client
+  that ACKs when playback ends or is cleared (the page) tells what it played just after the
+  server's clear, not before it: without the grace, its reply would keep the cursor of its
+  last ACK (often 0 words).
 - The transcript of a cut reply holds only the text aligned with audio that ends at or before
   the cut; text that arrived unaligned (`set_transcript`) is dropped on a cut.
 - Memory is bounded: at most `max_entries` responses are tracked (the oldest settled one is
@@ -93,6 +100,8 @@ class _Entry:
     # The playout clock reached the end of the generated audio (the `generated` basis).
     played_out: bool = False
     clock: PlayoutClock = field(default_factory=PlayoutClock)
+    # The server's clear on the `acknowledged` basis: provisional until then (caller's ms).
+    grace_until: int | None = None
 
     def full_heard(self) -> Heard:
         text = self.transcript
@@ -102,10 +111,13 @@ class _Entry:
 
 
 class PlaybackLedger:
-    def __init__(self, max_entries: int = 64, basis: HistoryBasis = "acknowledged") -> None:
+    def __init__(
+        self, max_entries: int = 64, basis: HistoryBasis = "acknowledged", ack_grace_ms: int = 1000
+    ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max_entries = max_entries
+        self.ack_grace_ms = ack_grace_ms
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self.basis: HistoryBasis = basis
 
@@ -203,6 +215,7 @@ class PlaybackLedger:
         played_ms: int,
         item_id: str | None = None,
         truncate: bool = False,
+        now_ms: int = 0,
     ) -> AckResult:
         entry = self._entry(response_id)
         if item_id is not None and item_id != entry.item_id:
@@ -212,7 +225,12 @@ class PlaybackLedger:
         entry.played_ms = max(entry.played_ms, min(played_ms, entry.generated_ms))
         heard: Heard | None = None
         before = entry.committed
-        if truncate:
+        if self._in_grace(entry, now_ms):
+            # The amendment: the client's first word after the server's clear sets the cut.
+            point = played_ms if truncate else entry.played_ms
+            after = self._cut(entry, point)
+            heard = after if after != before else None
+        elif truncate:
             after = self._cut(entry, played_ms)
             heard = after if after != before else None
         elif entry.committed is None and entry.finished and entry.played_ms >= entry.generated_ms:
@@ -232,27 +250,45 @@ class PlaybackLedger:
             heard=heard,
         )
 
-    def cut(self, response_id: str, audio_end_ms: int) -> Heard:
+    def cut(self, response_id: str, audio_end_ms: int, now_ms: int = 0) -> Heard:
         """The client's cut (`conversation.item.truncate`): final, and it replaces an
-        estimate."""
-        return self._cut(self._entry(response_id), audio_end_ms)
+        estimate (a provisional cut only within its grace)."""
+        entry = self._entry(response_id)
+        self._in_grace(entry, now_ms)
+        return self._cut(entry, audio_end_ms)
 
-    def cut_by_item(self, item_id: str, audio_end_ms: int) -> Heard | None:
+    def cut_by_item(self, item_id: str, audio_end_ms: int, now_ms: int = 0) -> Heard | None:
         """`conversation.item.truncate`: None when no tracked response owns the item."""
         for entry in self._entries.values():
             if entry.item_id == item_id:
+                self._in_grace(entry, now_ms)
                 return self._cut(entry, audio_end_ms)
         return None
 
     def clear(self, response_id: str, now_ms: int = 0) -> Heard:
         """The client's buffer was cleared (a barge-in, a clear, a cancel): the user heard up
-        to the played cursor; on the `generated` basis, up to the playout clock's estimate at
-        `now_ms` (never below the cursor)."""
+        to the played cursor, provisionally for `ack_grace_ms` (the amendment above); on the
+        `generated` basis, up to the playout clock's estimate at `now_ms` (never below the
+        cursor)."""
         entry = self._entry(response_id)
-        if self.basis == "generated" and not (entry.cut and not entry.estimated):
+        if entry.cut and not entry.estimated:
+            return self._cut(entry, entry.played_ms)  # final already: unchanged
+        if self.basis == "generated":
             point = max(entry.clock.played(now_ms), entry.played_ms)
             return self._estimate_cut(entry, point)
-        return self._cut(entry, entry.played_ms)
+        heard = self._estimate_cut(entry, entry.played_ms)
+        entry.grace_until = now_ms + self.ack_grace_ms
+        return heard
+
+    def _in_grace(self, entry: _Entry, now_ms: int) -> bool:
+        """Whether the client's word now still sets a provisional cut; a grace that has passed,
+        or is used by this call, makes the cut final."""
+        if entry.grace_until is None:
+            return False
+        within = now_ms < entry.grace_until
+        entry.grace_until = None
+        entry.estimated = within  # within: `_cut` replaces it (and makes it final)
+        return within
 
     def _estimate_cut(self, entry: _Entry, point: int) -> Heard:
         heard = self._heard_until(entry, point)

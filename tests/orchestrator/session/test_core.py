@@ -194,12 +194,14 @@ def test_rule5_truncate_is_never_undone_by_a_later_ack() -> None:
     assert isinstance(part, conv.OutputAudio) and part.audio_ms == 80
 
 
-def test_rule5_clear_is_never_undone_by_a_later_ack() -> None:
+def test_rule5_clear_is_never_undone_by_an_ack_after_its_grace() -> None:
     h = Harness()
     rid, _, item_id = h.turn(audio_ms=200)
     h.core.client(ce.PlaybackAck(response_id=rid, played_ms=0))  # a client that acknowledges
+    cleared_at = h.core._now_ms
     h.core.client(ce.OutputAudioBufferClear(response_id=rid))
-    h.core.client(ce.PlaybackAck(response_id=rid, played_ms=200))
+    late = cleared_at + h.core.config.ack_grace_ms
+    h.core.handle(ce.PlaybackAck(response_id=rid, played_ms=200), late)
     assert h.core.conversation.get(item_id).is_empty_boundary
 
 

@@ -173,3 +173,46 @@ def test_acknowledging_client_an_invalid_ack_switches_nothing() -> None:
     out = c.feed(ce.PlaybackAck(response_id="resp_unknown", played_ms=10), 10)
     assert [e.error.code for e in of(out, se.ErrorEvent)] == ["playback_item_not_found"]
     assert c.core.ledger.basis == "generated" and c.history(rid)
+
+
+def _acknowledging(c: Client) -> str:
+    """The page's way (no echo cancellation): one ACK when an answer has played out. Returns
+    the second reply's id, all of it sent at 3000."""
+    first = c.reply(now_ms=0)
+    c.feed(ce.PlaybackAck(response_id=first, played_ms=1200), 1300)
+    assert c.core.ledger.basis == "acknowledged"
+    return c.reply(now_ms=3000)
+
+
+def test_grace_a_server_clear_takes_the_client_s_first_ack_within_the_grace() -> None:
+    # Was: the server's clear cut at the last ACKed position of the reply (0: the page ACKs
+    # when an answer ends or is cleared) and a cut was final, so the page's ACK with what it
+    # played, 20 ms after `output_audio_buffer.cleared`, was ignored: 0 words kept.
+    c = Client()
+    rid = _acknowledging(c)
+    out = c.feed(VadSpeechStarted(0), 3800)
+    assert [e.response_id for e in of(out, se.OutputAudioBufferCleared)] == [rid]
+    c.feed(ce.PlaybackAck(response_id=rid, played_ms=800), 3820)
+    assert c.history(rid) == (conv.OutputAudio("Hello there, ", 800),)
+    # The first ACK within the grace decides; the cut is final after it.
+    c.feed(ce.PlaybackAck(response_id=rid, played_ms=1200), 3830)
+    assert c.history(rid) == (conv.OutputAudio("Hello there, ", 800),)
+
+
+def test_grace_an_ack_after_the_grace_changes_nothing() -> None:
+    c = Client()
+    rid = _acknowledging(c)
+    c.feed(VadSpeechStarted(0), 3800)
+    c.feed(ce.PlaybackAck(response_id=rid, played_ms=800), 3800 + 1001)
+    assert c.history(rid) == ()  # the empty boundary: nothing acknowledged before the clear
+
+
+def test_grace_an_ack_never_sets_the_cut_past_what_was_sent_before_the_clear() -> None:
+    c = Client()
+    first = c.reply(now_ms=0)
+    c.feed(ce.PlaybackAck(response_id=first, played_ms=1200), 1300)
+    rid = c.reply(now_ms=3000, words=WORDS[:2], done=False)  # 700 ms sent, still generating
+    c.feed(VadSpeechStarted(0), 3500)
+    c.feed(BackendAudio(rid, c.seq, b"\0" * MS * 500, "friend."), 3510)  # fenced off
+    c.feed(ce.PlaybackAck(response_id=rid, played_ms=5000), 3520)
+    assert c.history(rid) == (conv.OutputAudio("Hello there, ", 700),)

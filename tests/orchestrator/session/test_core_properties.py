@@ -165,6 +165,9 @@ class Resp:
     finished: bool = False
     fully_acked: bool = False
     cut: bool = False
+    # Cut by the server's clear and not yet spoken of by the client: its first ACK or truncate
+    # within the grace may still set the cut (docs/protocol.md rule 5's amendment).
+    provisional: bool = False
     # Created after the client's first ACK: rule 5 as written holds for it. Before, history
     # is OpenAI's (docs/protocol.md "History without acknowledgements").
     acknowledged: bool = False
@@ -370,7 +373,8 @@ class SessionMachine(RuleBasedStateMachine):
                 if out.response_id in self.log.responses:
                     resp = self.log.responses[out.response_id]
                     resp.closed = True
-                    resp.cut = resp.cut or not resp.fully_acked
+                    if not resp.cut and not resp.fully_acked:
+                        resp.cut = resp.provisional = True
             elif isinstance(out, DELTAS):
                 resp = self.log.responses[out.response_id]
                 if resp.closed:
@@ -491,9 +495,12 @@ class SessionMachine(RuleBasedStateMachine):
         self.feed(
             self.core.client(ce.PlaybackAck(response_id=rid, played_ms=played, truncate=truncate))
         )
-        if resp.cut:
+        if resp.cut and not resp.provisional:
             return
         resp.heard_bound_ms = max(resp.heard_bound_ms, min(played, resp.generated_ms))
+        if resp.provisional:
+            resp.provisional = False  # the client's first word: the cut is final after it
+            return
         if truncate:
             resp.cut = True
         elif resp.finished and played >= resp.generated_ms:
@@ -512,9 +519,9 @@ class SessionMachine(RuleBasedStateMachine):
                 ce.ConversationItemTruncate(item_id=resp.item_id, content_index=0, audio_end_ms=end)
             )
         )
-        if rid in self.core.ledger and not resp.cut:
+        if rid in self.core.ledger and (resp.provisional or not resp.cut):
             resp.heard_bound_ms = max(resp.heard_bound_ms, end)
-            resp.cut = True
+            resp.cut, resp.provisional = True, False
 
     @rule()
     def retrieve_context(self) -> None:

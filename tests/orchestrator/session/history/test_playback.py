@@ -115,9 +115,9 @@ def test_rule5_clear_cuts_at_played_cursor_and_releases_pending_audio() -> None:
     ledger.ack("r1", 450)
     assert ledger.pending_audio("r1")
 
-    assert ledger.clear("r1") == Heard(450, "Hello ", False)
+    assert ledger.clear("r1", now_ms=0) == Heard(450, "Hello ", False)
     assert not ledger.pending_audio("r1")
-    assert ledger.ack("r1", 1200).committed_ms == 450
+    assert ledger.ack("r1", 1200, now_ms=ledger.ack_grace_ms).committed_ms == 450
 
 
 def test_rule5_clear_before_anything_played_leaves_empty_reply() -> None:
@@ -223,30 +223,42 @@ def ledger_ops(draw: st.DrawFn) -> list[tuple[str, int]]:
 @settings(max_examples=300, deadline=None)
 @given(ledger_ops())
 def test_rule5_property_cursor_monotonic_and_cut_final(ops: list[tuple[str, int]]) -> None:
+    # A cut is final, but for the amendment: the server's clear is provisional until the
+    # client's first ACK or truncate within the grace (each op here 300 ms after the last).
     ledger = PlaybackLedger()
     ledger.open("r", "item")
     finished = False
     played = 0
     cut: Heard | None = None
+    grace_until: int | None = None
+    now = 0
     for kind, value in ops:
+        now += 300
+        speaks = kind in ("ack", "cut", "truncate")
+        amends = speaks and grace_until is not None and now < grace_until
+        if speaks:
+            grace_until = None
         if kind == "append" and not finished:
             ledger.append("r", value, "w ")
         elif kind == "ack":
-            result = ledger.ack("r", value)
+            result = ledger.ack("r", value, now_ms=now)
             assert result.played_ms >= played
             played = result.played_ms
         elif kind == "finish":
             finished = True
             ledger.finish("r")
         elif kind == "cut":
-            heard = ledger.cut("r", value)
+            heard = ledger.cut("r", value, now_ms=now)
             cut = cut or heard
         elif kind == "clear":
-            heard = ledger.clear("r")
-            cut = cut or heard
+            heard = ledger.clear("r", now_ms=now)
+            if cut is None:
+                cut, grace_until = heard, now + ledger.ack_grace_ms
         elif kind == "truncate":
-            ledger.ack("r", value, truncate=True)
+            ledger.ack("r", value, truncate=True, now_ms=now)
             cut = cut or ledger.heard("r")
+        if amends:
+            cut = ledger.heard("r")  # the client's word set the provisional cut
         assert ledger.played_ms("r") <= ledger.generated_ms("r")
         if cut is not None:
             assert ledger.heard("r") == cut
