@@ -581,7 +581,7 @@ class SessionCore:
             elif isinstance(effect, fx.SendResponseDone):
                 self._tools.end_output(live, effect.status, effect.reason)
                 if effect.status == "completed" and live.call is None:
-                    self._turns.arm_idle(self._history.generated_ms(rid))
+                    self._turns.arm_idle(self._history.playout_ends_at(rid, self._now_ms))
             elif isinstance(effect, fx.CommitCall):
                 self._tools.commit_call(live)
             elif isinstance(effect, fx.CommitHistory):

@@ -323,6 +323,16 @@ class History:
             self.write(rid, audio)  # the `generated` basis: heard once generated
         return self.ledger.pending_audio(rid, now_ms)
 
+    def playout_ends_at(self, rid: str, now_ms: int) -> int:
+        """When the reply's audio will have finished playing, by the playout clock (the
+        caller's ms; now when nothing is left, or while paused: from now, what is left)."""
+        if rid not in self.ledger:
+            return now_ms
+        ends = self.ledger.playout_ends_at(rid)
+        if ends is None:  # paused: what is left plays from a resume, at the earliest now
+            return now_ms + self.ledger.unplayed_ms(rid, now_ms)
+        return max(now_ms, ends)
+
     def generated_ms(self, rid: str) -> int:
         return self.ledger.generated_ms(rid) if rid in self.ledger else 0
 

@@ -292,11 +292,13 @@ class Turns:
             yield from self.vad_event(stopped, cause)
 
     # Timers ------------------------------------------------------------------------------
-    def arm_idle(self, audio_ms: int) -> None:
+    def arm_idle(self, played_at_ms: int) -> None:
         """OpenAI's idle_timeout_ms: from when the completed reply's audio will have finished
-        playing (now plus its duration), ended early by any speech or new response."""
+        playing (`played_at_ms`, the playout clock's estimate: audio streamed at real time
+        has mostly played by the time it is all generated), ended early by any speech or new
+        response."""
         self._out.act(self.input.disarm_idle())
-        self._out.act(self.input.arm_idle(self._now_ms + audio_ms, self._ids.token()))
+        self._out.act(self.input.arm_idle(played_at_ms, self._ids.token()))
 
     def disarm_idle(self) -> None:
         self._out.act(self.input.disarm_idle())

@@ -6,7 +6,8 @@ Two bases for what was heard (docs/protocol.md "History without acknowledgements
   (orchestrator/session/history/playout.py) stands in for the client: a barge-in or clear cuts the
   reply at
   the clock's estimate, never below the client's own cursor. Every such commit is an
-  estimate: the client's `conversation.item.truncate` (or an ACK) replaces it.
+  estimate: the client's `conversation.item.truncate` replaces it; an ACK raises it to what
+  the client says it played, never lowers it.
 - `acknowledged` (rule 5 as written): from the first `playback.ack` on (`acknowledge`), what
   the client acknowledges decides, and the guarantees below hold. At the switch a reply whose
   estimated full commit is not yet played out by the clock, and the acknowledged reply itself,
@@ -15,8 +16,9 @@ Two bases for what was heard (docs/protocol.md "History without acknowledgements
   counted twice, and none the client never speaks of is lost.
 
 Guarantees (`acknowledged`; in `generated` they hold for the client's own words):
-- The played cursor of a response is monotonic (a backwards ACK is ignored, not an error) and
-  never exceeds the audio generated for it.
+- The played cursor of a response is monotonic (a backwards ACK is ignored, not an error,
+  a backwards ACK with `truncate` too: it cuts at the cursor) and never exceeds the audio
+  generated for it.
 - A reply is committed in full only when generation has finished and the played cursor covers
   all generated audio; a finished reply with no audio (text only) is committed at `finish`.
 - A cut (`cut`, `clear`, `cut_by_item`, or an ACK with `truncate`) commits the reply at
@@ -227,11 +229,10 @@ class PlaybackLedger:
         before = entry.committed
         if self._in_grace(entry, now_ms):
             # The amendment: the client's first word after the server's clear sets the cut.
-            point = played_ms if truncate else entry.played_ms
-            after = self._cut(entry, point)
+            after = self._cut(entry, entry.played_ms)
             heard = after if after != before else None
         elif truncate:
-            after = self._cut(entry, played_ms)
+            after = self._cut(entry, entry.played_ms)  # the cursor: a backwards ACK is ignored
             heard = after if after != before else None
         elif entry.committed is None and entry.finished and entry.played_ms >= entry.generated_ms:
             entry.committed = heard = entry.full_heard()
@@ -271,6 +272,8 @@ class PlaybackLedger:
         `generated` basis, up to the playout clock's estimate at `now_ms` (never below the
         cursor)."""
         entry = self._entry(response_id)
+        if entry.cut and entry.committed is not None and entry.grace_until is not None:
+            return entry.committed  # provisional already: only the client's word moves it
         if entry.cut and not entry.estimated:
             return self._cut(entry, entry.played_ms)  # final already: unchanged
         if self.basis == "generated":
@@ -325,6 +328,11 @@ class PlaybackLedger:
     def playout_ends_at(self, response_id: str) -> int | None:
         """When the playout clock will have played all audio sent (None while paused)."""
         return self._entry(response_id).clock.ends_at()
+
+    def unplayed_ms(self, response_id: str, now_ms: int) -> int:
+        """Audio sent that the playout clock has not played by `now_ms`."""
+        entry = self._entry(response_id)
+        return max(0, entry.generated_ms - entry.clock.played(now_ms))
 
     def pause(self, response_id: str, now_ms: int) -> None:
         if response_id in self._entries:

@@ -127,6 +127,21 @@ def test_idle_timeout_is_the_detectors_timer_and_names_the_item_the_commit_creat
     assert of(fired, StartBackend) and of(fired, se.ResponseCreated)
 
 
+def test_idle_timeout_counts_from_the_estimated_end_of_playout() -> None:
+    # Was: armed at now + the reply's duration when the reply finished generating: for audio
+    # streamed at real time (the pipelines' way), late by nearly the whole reply.
+    core = SessionCore("t")
+    core.open()
+    core.handle(_vad(idle_timeout_ms=1000))
+    out = _speak(core, 300, 1.0, 5000) + _speak(core, 700, 0.0, 5000)
+    [start] = of(out, StartBackend)
+    for n in range(10):  # 10 chunks of 100 ms, each sent as the last one has played
+        core.handle(BackendAudio(start.response_id, start.seq, b"\0\0" * 24 * 100), 5000 + 100 * n)
+    done = core.handle(BackendDone(start.response_id, start.seq), 5000 + 990)
+    [arm] = [a for a in of(done, ArmTimer) if a.kind == "idle"]
+    assert arm.deadline_ms == 5000 + 1000 + 1000, "from where the playout ends, not from now"
+
+
 def test_speech_disarms_the_idle_timer() -> None:
     core = SessionCore("t")
     core.open()

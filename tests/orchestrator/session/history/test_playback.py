@@ -303,3 +303,13 @@ def test_generated_basis_acknowledge_withdraws_the_acknowledged_reply_even_playe
     assert ledger.played_out("r1", now_ms=1000)
     assert ledger.acknowledge("r1") == ("r1",)  # the client's own word on it decides
     assert ledger.ack("r1", 400).history_committed is False
+
+
+def test_rule5_a_backwards_truncate_ack_cuts_at_the_cursor_not_below_it() -> None:
+    # Was: an ACK with `truncate` cut at its raw played_ms, so one that came out of order
+    # shortened history below what an earlier ACK said was played.
+    ledger = PlaybackLedger()
+    generated(ledger, "r1", ALIGNED)
+    ledger.ack("r1", 1000)
+    result = ledger.ack("r1", 200, truncate=True)
+    assert result.played_ms == 1000 and result.committed_ms == 1000
