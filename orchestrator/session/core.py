@@ -270,7 +270,7 @@ class SessionCore:
             pending = self._history.generated(rid, transcript, live.audio, self._now_ms)
             self._run_response(rid, rev.Complete(pending))
             if pending:
-                self._history.arm_playout(rid)
+                self._history.arm_playout(self._responses.playing())
         elif isinstance(event, BackendFailed):
             self._run_response(rid, rev.Fail(event.reason))
 
@@ -403,6 +403,7 @@ class SessionCore:
         for rid in self._responses.playing():
             if self._history.played_out(rid, self._now_ms):
                 self._run_response(rid, rev.Played())
+        self._history.arm_playout(self._responses.playing())  # the next reply's end
 
     def _write_history(self, rid: str) -> None:
         live = self.live.get(rid)
@@ -540,7 +541,7 @@ class SessionCore:
         elif isinstance(effect, fx.ResumeOutput):
             self._history.resume(effect.response_id, self._now_ms)
             if effect.response_id in self.live:
-                self._history.arm_playout(effect.response_id)
+                self._history.arm_playout(self._responses.playing())
             self._out.send(se.OutputAudioBufferResumed(response_id=effect.response_id))
         elif isinstance(effect, fx.OverlapSpeechStarted):
             self._ask(self._turns.overlap_started(effect.audio_start_ms))

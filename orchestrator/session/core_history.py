@@ -22,7 +22,7 @@ the core runs the chart. Rules (docs/protocol.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 
@@ -356,13 +356,22 @@ class History:
         else:
             self.ledger.clear(rid, now_ms)
 
-    def arm_playout(self, rid: str) -> None:
-        """The `generated` basis: settle the reply when the playout clock has played it."""
-        ends = self.ledger.playout_ends_at(rid)
-        if self.ledger.basis != "generated" or ends is None:
+    def arm_playout(self, playing: Iterable[str]) -> None:
+        """The `generated` basis: settle each reply of `playing` when the playout clock has
+        played it. One timer, for the earliest end among them: a later reply's never replaces
+        an earlier one's, and the core arms it again for the next when it fires."""
+        if self.ledger.basis != "generated":
+            return
+        ends = [
+            end
+            for rid in playing
+            if self.ledger.awaits_playout(rid)
+            and (end := self.ledger.playout_ends_at(rid)) is not None
+        ]
+        if not ends:
             return
         self._playout_token = self._ids.token()
-        self._out.act(ArmTimer("playout", ends, self._playout_token))
+        self._out.act(ArmTimer("playout", min(ends), self._playout_token))
 
     def is_playout(self, token: int) -> bool:
         return token == self._playout_token

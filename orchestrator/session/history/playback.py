@@ -168,7 +168,10 @@ class PlaybackLedger:
             )
             del self._entries[victim]
             evicted.append(victim)
-        self._entries[response_id] = _Entry(item_id)
+        # playout.py rule 4: after the reply still playing (not cut, not paused), if any.
+        ends = [e.clock.ends_at() for e in self._entries.values() if not e.cut]
+        start_at = max((end for end in ends if end is not None), default=0)
+        self._entries[response_id] = _Entry(item_id, clock=PlayoutClock(start_at=start_at))
         return tuple(evicted)
 
     def append(self, response_id: str, audio_ms: int, text: str = "", now_ms: int = 0) -> Segment:
@@ -324,6 +327,19 @@ class PlaybackLedger:
         if not entry.played_out and entry.clock.played(now_ms) >= entry.generated_ms:
             entry.played_out = True
         return entry.played_out
+
+    def awaits_playout(self, response_id: str) -> bool:
+        """Whether the playout clock is yet to settle this reply (`played_out` will, once its
+        audio has played): the `generated` basis, generated in full, neither cut nor settled
+        by the clock already."""
+        entry = self._entries.get(response_id)
+        return (
+            entry is not None
+            and self.basis == "generated"
+            and entry.finished
+            and not entry.cut
+            and not entry.played_out
+        )
 
     def playout_ends_at(self, response_id: str) -> int | None:
         """When the playout clock will have played all audio sent (None while paused)."""

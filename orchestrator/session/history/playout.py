@@ -11,6 +11,9 @@ they are sent as it comes, at real time. Rules:
    it is sent.
 3. A pause (pause mode's `output_audio_buffer.paused`) stops it where it stands; a resume
    starts it again from there.
+4. Replies play back to back, as clients queue them: a reply's playback starts no earlier
+   than `start_at`, the end of the reply before it still playing when it was opened (the
+   ledger's `open`), so a second reply's estimate never runs ahead of what was played.
 
 Two integers and a time are enough for this: the audio position at the last (re)start, when
 that was, and how much was sent; an underrun or a pause only moves the (re)start. So a reply
@@ -32,6 +35,7 @@ class PlayoutClock:
     anchor_ms: int = 0
     anchor_at: int | None = None
     paused: bool = False
+    start_at: int = 0  # rule 4
 
     def played(self, now_ms: int) -> int:
         """How many ms of the audio sent the client has played by `now_ms` (rules 1-3)."""
@@ -41,8 +45,11 @@ class PlayoutClock:
 
     def send(self, now_ms: int, audio_ms: int) -> None:
         """`audio_ms` more audio went out at `now_ms`."""
-        if not self.paused and (self.anchor_at is None or self.played(now_ms) >= self.sent_ms):
-            # The first audio, or the buffer ran dry: playback (re)starts now (rule 2).
+        if not self.paused and self.anchor_at is None and not self.sent_ms:
+            # The first audio: playback starts now, or after the reply before it (rule 4).
+            self.anchor_ms, self.anchor_at = 0, max(now_ms, self.start_at)
+        elif not self.paused and (self.anchor_at is None or self.played(now_ms) >= self.sent_ms):
+            # The buffer ran dry: playback restarts now (rule 2).
             self.anchor_ms, self.anchor_at = self.sent_ms, now_ms
         self.sent_ms += audio_ms
 

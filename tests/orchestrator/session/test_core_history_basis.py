@@ -216,3 +216,27 @@ def test_grace_an_ack_never_sets_the_cut_past_what_was_sent_before_the_clear() -
     c.feed(BackendAudio(rid, c.seq, b"\0" * MS * 500, "friend."), 3510)  # fenced off
     c.feed(ce.PlaybackAck(response_id=rid, played_ms=5000), 3520)
     assert c.history(rid) == (conv.OutputAudio("Hello there, ", 700),)
+
+
+def test_playout_consecutive_replies_share_one_timeline_each_settled_at_its_own_end() -> None:
+    # Was: one playout timer per session, re-armed by each reply (a later one's replaced an
+    # earlier one's), and each reply's clock started when its own audio was sent, though
+    # clients play replies back to back: the second reply's estimate ran ahead of playback.
+    c = Client()
+    first = c.reply(now_ms=0)  # 1200 ms, all sent at 0: played out at 1200
+    [armed] = [a for a in of(c.done, ArmTimer) if a.kind == "playout"]
+    assert armed.deadline_ms == 1200
+    [start] = of(c.feed(ce.ResponseCreate(), 100), StartBackend)  # the client asks again
+    for ms, text in WORDS:
+        c.feed(BackendAudio(start.response_id, start.seq, b"\0" * MS * ms, text), 100)
+    done = c.feed(BackendDone(start.response_id, start.seq), 100)
+    [armed] = [a for a in of(done, ArmTimer) if a.kind == "playout"]
+    assert armed.deadline_ms == 1200, "the first reply's end still comes first"
+    assert c.core.ledger.playout_ends_at(start.response_id) == 2400, "after the first reply"
+    fired = c.feed(TimerFired("playout", armed.token), 1200)
+    [again] = [a for a in of(fired, ArmTimer) if a.kind == "playout"]
+    assert again.deadline_ms == 2400
+    assert c.core.ledger.played_out(first, 1200)
+    # An ACK of the second switches the basis: the first, played out, keeps its history.
+    c.feed(ce.PlaybackAck(response_id=start.response_id, played_ms=300), 1500)
+    assert c.history(first) == (conv.OutputAudio("Hello there, friend.", 1200),)

@@ -48,3 +48,14 @@ def test_rules_1_2_played_is_monotonic_and_never_past_what_was_sent(
         played = clock.played(now)
         assert last <= played <= clock.sent_ms
         last = played
+
+
+def test_rule4_a_reply_opened_while_another_plays_starts_after_it() -> None:
+    clock = PlayoutClock(start_at=1000)
+    clock.send(500, 800)  # sent at 500, while the reply before plays until 1000
+    assert clock.played(900) == 0
+    assert clock.played(1300) == 300
+    assert clock.ends_at() == 1800
+    late = PlayoutClock(start_at=1000)
+    late.send(1500, 800)  # the reply before was over: it starts when sent
+    assert late.ends_at() == 2300
