@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -36,3 +38,25 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Tiny:
         code2wav=loader.load_stage(path, "code2wav", placement),
         prompts=PromptBuilder.load(path, config.thinker_config),
     )
+
+
+T = TypeVar("T")
+
+
+def concurrently(calls: dict[str, Callable[[], T]], timeout_s: float) -> dict[str, T | Exception]:
+    """Each call on its own thread (streams of one stage at once): its result or its error."""
+    out: dict[str, T | Exception] = {}
+
+    def one(key: str) -> None:
+        try:
+            out[key] = calls[key]()
+        except Exception as error:
+            out[key] = error
+
+    threads = [threading.Thread(target=one, args=(key,)) for key in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout_s)
+    assert not any(thread.is_alive() for thread in threads), "a stream is still blocked"
+    return out

@@ -37,6 +37,24 @@ def lockstep(batcher: StepBatcher[int, int], members: int, steps: int) -> list[l
     return results
 
 
+def _callers(batcher: StepBatcher[int, int], jobs: Sequence[int]) -> dict[int, object]:
+    out: dict[int, object] = {}
+
+    def call(job: int) -> None:
+        try:
+            out[job] = batcher.call(job, job)
+        except Exception as error:
+            out[job] = error
+
+    threads = [threading.Thread(target=call, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in threads), "a caller is still blocked"
+    return out
+
+
 def test_rule1_streams_that_step_together_share_rounds() -> None:
     recorder = Recorder()
     batcher = StepBatcher("test", recorder.run, max_batch=8, gather=Gather(1.0, 0.01, 0.05))
@@ -101,19 +119,7 @@ def test_rule3_a_stream_that_left_is_not_waited_for() -> None:
 def test_rule4_an_error_reaches_its_own_caller_only_and_close_refuses_the_rest() -> None:
     recorder = Recorder()
     batcher = StepBatcher("test", recorder.run, max_batch=8, gather=Gather(0, 0.05, 0.05))
-    out: dict[int, object] = {}
-
-    def call(job: int) -> None:
-        try:
-            out[job] = batcher.call(job, job)
-        except ValueError as error:
-            out[job] = error
-
-    threads = [threading.Thread(target=call, args=(job,)) for job in (-1, 2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
+    out = _callers(batcher, [-1, 2])
     assert isinstance(out[-1], ValueError) and out[2] == 20
     batcher.close()
     with pytest.raises(BatcherClosed):
@@ -130,24 +136,6 @@ def test_rule4_a_batch_that_raises_fails_every_caller_in_it() -> None:
             batcher.call(1, 1)
     finally:
         batcher.close()
-
-
-def _callers(batcher: StepBatcher[int, int], jobs: Sequence[int]) -> dict[int, object]:
-    out: dict[int, object] = {}
-
-    def call(job: int) -> None:
-        try:
-            out[job] = batcher.call(job, job)
-        except Exception as error:
-            out[job] = error
-
-    threads = [threading.Thread(target=call, args=(job,)) for job in jobs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(5)
-    assert not any(thread.is_alive() for thread in threads), "a caller is still blocked"
-    return out
 
 
 def test_rule6_a_pick_that_raises_fails_its_jobs_within_a_second_and_the_batcher_goes_on() -> None:

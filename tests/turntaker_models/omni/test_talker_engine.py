@@ -8,7 +8,7 @@ within float rounding, and a cancelled stream must stop within a frame, the othe
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.turntaker_models.omni.conftest import Tiny
+from tests.turntaker_models.omni.conftest import Tiny, concurrently
 from tests.turntaker_models.omni.test_steppers import CONVERSATIONS, tone
 from turntaker_models.omni.prompt import Prompt
 from turntaker_models.omni.sampling import Cancelled, SamplingConfig
@@ -226,20 +226,12 @@ def test_rules3_4_a_stream_past_its_slot_ends_its_audio_and_the_other_speaks_as_
     finally:
         probe.shutdown()
     talker = TalkerEngine(tiny.talker, slots=2, max_len=prefill[0] + 10)
-    out: dict[str, Spoken | BaseException] = {}
 
-    def one(key: str, frames: int) -> None:
-        try:
-            out[key] = speak(tiny, prompt, Engines(None, talker), None, max_codec_tokens=frames)
-        except BaseException as error:
-            out[key] = error
+    def speaking(frames: int) -> Callable[[], Spoken]:
+        return lambda: speak(tiny, prompt, Engines(None, talker), None, max_codec_tokens=frames)
 
-    threads = [threading.Thread(target=one, args=a) for a in (("short", 6), ("long", 40))]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
+        out = concurrently({"short": speaking(6), "long": speaking(40)}, 120)
     finally:
         talker.shutdown()
     short, long = out["short"], out["long"]

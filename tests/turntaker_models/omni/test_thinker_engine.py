@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.turntaker_models.omni.conftest import Tiny
+from tests.turntaker_models.omni.conftest import Tiny, concurrently
 from tests.turntaker_models.omni.test_steppers import CONVERSATIONS, tone
 from turntaker_models.contract import GenerationParameters, ToolSpec
 from turntaker_models.omni.prompt import Prompt
@@ -251,20 +251,10 @@ def test_rule5_a_failing_prefill_fails_its_own_stream_only(tiny: Tiny) -> None:
         return prefills(jobs)
 
     engine._prefills = planted  # type: ignore[method-assign]
-    out: dict[str, Any] = {}
-
-    def one(stream: Stream) -> None:
-        try:
-            out[stream.name] = generate(tiny, stream, engine)
-        except Exception as error:
-            out[stream.name] = error
-
     try:
-        threads = [threading.Thread(target=one, args=(s,)) for s in (victim, other)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        out = concurrently(
+            {s.name: (lambda s=s: generate(tiny, s, engine)) for s in (victim, other)}, 60
+        )
     finally:
         engine.shutdown()
     assert rows_seen[0] == 2, f"the two prefills never shared a forward: {rows_seen}"
