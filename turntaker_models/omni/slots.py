@@ -18,10 +18,10 @@ Rules:
 5. `release(slot)` makes the slot free at once; its stale keys are never read, because a new
    stream's length starts at 0 and the mask hides every column past a row's length.
 6. One stream's fault stays its own. A row asking for more positions than its slot has left
-   (`room`) is refused before the forward, alone. A forward that raises leaves every slot as
-   it was (lengths move only in `advance`, after it; what it wrote lies past them, hidden and
-   overwritten by rule 5), so `isolated` runs its rows again one by one and only the rows
-   that fail alone hear an error.
+   makes `select` raise (`SlotExhausted`), before anything is written. A forward that raises
+   leaves every slot as it was (lengths move only in `advance`, after it; what it wrote lies
+   past them, hidden and overwritten by rule 5), so `isolated` runs its rows again one by one
+   and only the rows that fail alone hear an error: the row past its slot among them.
 
 Why one slot per stream rather than pages: a stage serves tens of streams, each bounded by the
 model's context; a fixed slot is the simplest static shape, and `max_len` is a setting.
@@ -124,10 +124,6 @@ class SlotCache:
     def active(self) -> int:
         return self.shape.slots - len(self.free)
 
-    def room(self, slot: int) -> int:
-        """Rule 6: the positions `slot` has left."""
-        return self.shape.max_len - self.lengths[slot]
-
     # --- one forward ---------------------------------------------------------------------------
 
     def select(self, rows: list[tuple[int, int]]) -> torch.Tensor:
@@ -137,7 +133,7 @@ class SlotCache:
         q = max(new for _, new in rows)
         for slot, new in rows:
             if self.lengths[slot] + new > self.shape.max_len:
-                raise ValueError(
+                raise SlotExhausted(
                     f"slot {slot}: {self.lengths[slot]} + {new} positions, room for "
                     f"{self.shape.max_len}"
                 )

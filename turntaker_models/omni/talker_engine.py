@@ -13,9 +13,10 @@ Rules:
    conversation) and one per frame after it. A stream's frames are capped by that room: its
    session ends its audio where the next frame would not fit (`TalkerSession.slot_full`)
    instead of sending it.
-4. A stream's fault is its own (slots.py rule 6): a row past its slot's room is refused alone
-   (`SlotExhausted`); a forward or a prediction that fails is run again row by row, so only
-   the rows that fail alone hear an error, and the others' frames are what they are alone.
+4. A stream's fault is its own (slots.py rule 6): a forward or a prediction that fails (a row
+   past its slot's room makes the slot cache refuse the forward, `SlotExhausted`) is run
+   again row by row, so only the rows that fail alone hear an error, and the others' frames
+   are what they are alone.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import torch
 
 from turntaker_models.omni.batcher import Gather, StepBatcher
 from turntaker_models.omni.sampling import SamplingConfig, choose
-from turntaker_models.omni.slots import SlotCache, SlotExhausted, isolated, padded_positions, within
+from turntaker_models.omni.slots import SlotCache, isolated, padded_positions, within
 
 # A stream's codebook-0 rule: given its talker logits [V], the token, and whether the frame
 # goes on to its other codebooks (False at codec EOS or the length cap).
@@ -103,18 +104,9 @@ class TalkerEngine:
         outs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         results: dict[int, Framed | BaseException] = {}
         for group in (order, steps):
-            fits = []
-            for i in group:
-                new, room = jobs[i].embeds.shape[1], self.cache.room(jobs[i].slot)
-                if new > room:
-                    results[i] = SlotExhausted(
-                        f"talker slot {jobs[i].slot}: {new} positions, room for {room}"
-                    )
-                else:
-                    fits.append(i)
-            if fits:
-                done = isolated(self._forward, [jobs[i] for i in fits])
-                for i, out in zip(fits, done, strict=True):
+            if group:
+                done = isolated(self._forward, [jobs[i] for i in group])
+                for i, out in zip(group, done, strict=True):
                     if isinstance(out, Exception):
                         results[i] = out
                     else:

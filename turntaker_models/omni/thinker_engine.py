@@ -32,14 +32,7 @@ from typing import Any
 import torch
 
 from turntaker_models.omni.batcher import Gather, StepBatcher
-from turntaker_models.omni.slots import (
-    SlotCache,
-    SlotExhausted,
-    isolated,
-    pad_right,
-    padded_positions,
-    within,
-)
+from turntaker_models.omni.slots import SlotCache, isolated, pad_right, padded_positions, within
 
 
 @dataclass(frozen=True)
@@ -122,19 +115,9 @@ class ThinkerEngine:
             (steps, lambda rows: [Out(x) for x in self._steps(rows)]),
         )
         for group, forward in groups:
-            fits = []
-            for i, job in group:
-                new = job.length if isinstance(job, Prefill) else len(job.ids)
-                room = self.cache.room(job.slot)
-                if new > room:
-                    results[i] = SlotExhausted(
-                        f"thinker slot {job.slot}: {new} positions, room for {room}"
-                    )
-                else:
-                    fits.append((i, job))
-            if fits:
-                done = isolated(forward, [job for _, job in fits])
-                results.update(zip([i for i, _ in fits], done, strict=True))
+            if group:
+                done = isolated(forward, [job for _, job in group])
+                results.update(zip([i for i, _ in group], done, strict=True))
         return [results[i] for i in range(len(jobs))]
 
     def _prefills(self, jobs: Sequence[Prefill]) -> list[Out]:
