@@ -230,12 +230,10 @@ class PlaybackLedger:
         entry.played_ms = max(entry.played_ms, min(played_ms, entry.generated_ms))
         heard: Heard | None = None
         before = entry.committed
-        if self._in_grace(entry, now_ms):
-            # The amendment: the client's first word after the server's clear sets the cut.
+        if self._in_grace(entry, now_ms) or truncate:
+            # A truncate, or the client's first word after the server's clear (the
+            # amendment): a cut at the cursor (a backwards ACK is ignored).
             after = self._cut(entry, entry.played_ms)
-            heard = after if after != before else None
-        elif truncate:
-            after = self._cut(entry, entry.played_ms)  # the cursor: a backwards ACK is ignored
             heard = after if after != before else None
         elif entry.committed is None and entry.finished and entry.played_ms >= entry.generated_ms:
             entry.committed = heard = entry.full_heard()
@@ -275,10 +273,10 @@ class PlaybackLedger:
         `generated` basis, up to the playout clock's estimate at `now_ms` (never below the
         cursor)."""
         entry = self._entry(response_id)
-        if entry.cut and entry.committed is not None and entry.grace_until is not None:
-            return entry.committed  # provisional already: only the client's word moves it
-        if entry.cut and not entry.estimated:
-            return self._cut(entry, entry.played_ms)  # final already: unchanged
+        if entry.cut and entry.committed is not None:
+            if not entry.estimated or entry.grace_until is not None:
+                # Final, or provisional already: only the client's word moves it.
+                return entry.committed
         if self.basis == "generated":
             point = max(entry.clock.played(now_ms), entry.played_ms)
             return self._estimate_cut(entry, point)
@@ -322,7 +320,7 @@ class PlaybackLedger:
         """Whether the playout clock has played the whole finished reply by `now_ms`; marks
         it so (the reply is settled on the `generated` basis)."""
         entry = self._entry(response_id)
-        if self.basis != "generated" or entry.cut or not entry.finished:
+        if not self._clock_settles(entry):
             return False
         if not entry.played_out and entry.clock.played(now_ms) >= entry.generated_ms:
             entry.played_out = True
@@ -330,16 +328,14 @@ class PlaybackLedger:
 
     def awaits_playout(self, response_id: str) -> bool:
         """Whether the playout clock is yet to settle this reply (`played_out` will, once its
-        audio has played): the `generated` basis, generated in full, neither cut nor settled
-        by the clock already."""
+        audio has played)."""
         entry = self._entries.get(response_id)
-        return (
-            entry is not None
-            and self.basis == "generated"
-            and entry.finished
-            and not entry.cut
-            and not entry.played_out
-        )
+        return entry is not None and self._clock_settles(entry) and not entry.played_out
+
+    def _clock_settles(self, entry: _Entry) -> bool:
+        """The playout clock settles a reply on the `generated` basis, generated in full and
+        not cut."""
+        return self.basis == "generated" and entry.finished and not entry.cut
 
     def playout_ends_at(self, response_id: str) -> int | None:
         """When the playout clock will have played all audio sent (None while paused)."""
