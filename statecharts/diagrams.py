@@ -18,6 +18,7 @@ from statemachine.contrib.diagram.renderers.dot import DotRenderer
 
 from statecharts.base import Chart
 from statecharts.connection import ConnectionChart
+from statecharts.playback import PlaybackChart
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
@@ -25,6 +26,7 @@ CHARTS: tuple[tuple[str, type[Chart]], ...] = (
     ("session_chart", SessionChart),
     ("response_chart", ResponseChart),
     ("connection_chart", ConnectionChart),
+    ("playback_chart", PlaybackChart),
 )
 
 # Graphviz stamps its version into the SVG; staleness is about the chart, not the tool.

@@ -278,6 +278,33 @@ class EndUnattended:
     cause: UnattendedEnd
 
 
+# What a reply's playback means for history (statecharts/playback.py): the playback ledger
+# carries these out on the reply they came from, with its own numbers.
+
+
+@dataclass(frozen=True, slots=True)
+class HearAll:
+    """History holds the whole reply (its full transcript and audio)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HearUntil:
+    """History holds the reply up to `audio_end_ms` of its audio (at most what was generated;
+    the text aligned with audio that ends there)."""
+
+    audio_end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class HearNothing:
+    """History holds the reply's empty boundary again (an estimate withdrawn)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartGrace:
+    """A provisional cut: the client's first word within `ack_grace_ms` from now sets it."""
+
+
 Effect = (
     OpenStream
     | CancelBackend
@@ -311,4 +338,8 @@ Effect = (
     | ReplaceConnection
     | AttachConnection
     | EndUnattended
+    | HearAll
+    | HearUntil
+    | HearNothing
+    | StartGrace
 )

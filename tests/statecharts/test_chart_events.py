@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from statecharts import connection_events, response_events, session_events
+from statecharts import connection_events, playback_events, response_events, session_events
 from statecharts.base import ChartEvent, UnknownEvent
 from statecharts.connection import ConnectionChart
+from statecharts.playback import PlaybackChart
 from statecharts.response import ResponseChart
 from statecharts.session import SessionChart
 
@@ -34,6 +35,11 @@ def test_rule4_session_events_are_exactly_the_session_charts() -> None:
 def test_rule4_response_events_are_exactly_the_response_charts() -> None:
     classes = _classes(response_events, response_events.ResponseEvent)
     assert set(classes) == ResponseChart("r1", 1).event_names
+
+
+def test_rule4_playback_events_are_exactly_the_playback_charts() -> None:
+    classes = _classes(playback_events, playback_events.PlaybackEvent)
+    assert set(classes) == PlaybackChart().event_names
 
 
 def test_rule4_connection_events_are_exactly_the_connection_charts() -> None:

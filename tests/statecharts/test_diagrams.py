@@ -28,3 +28,22 @@ def test_session_diagram_shows_the_required_states() -> None:
         assert f"as {state}" in text
     svg = (DOCS / "session_chart.svg").read_text()
     assert "<svg" in svg and "Interrupted" in svg and "Draining" in svg
+
+
+def test_playback_diagram_shows_who_cut_and_both_bases() -> None:
+    # Issue 35: what was heard is a chart of its own, exported like the others.
+    text = (DOCS / "playback_chart.mmd").read_text()
+    for state in (
+        "sending",
+        "played_out",
+        "heard_in_full",
+        "cut_estimated",
+        "cut_provisional",
+        "cut_by_ack",
+        "cut_by_truncate",
+        "cut_at_cursor",
+        "by_estimate",
+        "by_ack",
+    ):
+        assert f"as {state}" in text, state
+    assert "Cut by truncate" in (DOCS / "playback_chart.svg").read_text()

@@ -1,39 +1,22 @@
-"""The playback ledger: what of each reply the client actually played (docs/protocol.md rule 5).
+"""The playback ledger: the numbers behind what of each reply the client played (docs/protocol.md
+rule 5, its amendment, and "History without acknowledgements").
 
-Two bases for what was heard (docs/protocol.md "History without acknowledgements"):
-- `generated` (OpenAI's, where a session starts): the client never says what it played, so a
-  reply counts as heard once generated (committed in full at `finish`), and the playout clock
-  (orchestrator/session/history/playout.py) stands in for the client: a barge-in or clear cuts the
-  reply at
-  the clock's estimate, never below the client's own cursor. Every such commit is an
-  estimate: the client's `conversation.item.truncate` replaces it; an ACK raises it to what
-  the client says it played, never lowers it.
-- `acknowledged` (rule 5 as written): from the first `playback.ack` on (`acknowledge`), what
-  the client acknowledges decides, and the guarantees below hold. At the switch a reply whose
-  estimated full commit is not yet played out by the clock, and the acknowledged reply itself,
-  go back to uncommitted (rule 5 fills them on a full ACK or cuts them at the client's
-  cursor); any other reply already played out or cut keeps its history. So no reply is
-  counted twice, and none the client never speaks of is lost.
-
-Guarantees (`acknowledged`; in `generated` they hold for the client's own words):
-- The played cursor of a response is monotonic (a backwards ACK is ignored, not an error,
-  a backwards ACK with `truncate` too: it cuts at the cursor) and never exceeds the audio
-  generated for it.
-- A reply is committed in full only when generation has finished and the played cursor covers
-  all generated audio; a finished reply with no audio (text only) is committed at `finish`.
-- A cut (`cut`, `clear`, `cut_by_item`, or an ACK with `truncate`) commits the reply at
-  min(cut point, generated audio) and is final: no later ACK, cut or audio changes it. One
-  amendment (docs/protocol.md rule 5): the server's own clear (a barge-in, a cancel) cuts
-  provisionally at the played cursor, and the client's first ACK or truncate of that reply
-  within `ack_grace_ms` of the clear sets the cut to what it reports (never past the audio
-  generated before the clear); then, or once the grace has passed, the cut is final. A client
-  that ACKs when playback ends or is cleared (the page) tells what it played just after the
-  server's clear, not before it: without the grace, its reply would keep the cursor of its
-  last ACK (often 0 words).
-- The transcript of a cut reply holds only the text aligned with audio that ends at or before
-  the cut; text that arrived unaligned (`set_transcript`) is dropped on a cut.
-- Memory is bounded: at most `max_entries` responses are tracked (the oldest settled one is
-  evicted first), and an entry stores only the text-bearing chunk boundaries, not every chunk.
+What those numbers mean is decided by each reply's PlaybackChart (statecharts/playback.py, its
+rules 1-10): whether history holds the reply, how much, who said so, whether it can still
+change. The ledger keeps the numbers and does the arithmetic its guards take, then carries out
+the chart's effects (`HearAll`, `HearUntil`, `HearNothing`, `StartGrace`) on the reply's
+`Heard`. Its own rules:
+1. One clock: every `now_ms` is the caller's (the session core's), the one the playout clock
+   (orchestrator/session/history/playout.py) and the grace's deadline are on.
+2. The played cursor of a response is monotonic (a backwards ACK moves nothing; a backwards
+   ACK with `truncate` cuts at the cursor) and never exceeds the audio generated for it.
+3. A cut holds the text aligned with audio that ends at or before its point; text that
+   arrived unaligned (`set_transcript`) is only ever heard with the whole reply.
+4. The grace is a deadline, not a timer: the first call about a reply at or past it tells the
+   chart (`GraceOver`) before anything else, so the client's word after the grace comes too
+   late however soon it is handled.
+5. Memory is bounded: at most `max_entries` responses are tracked (the oldest settled one is
+   evicted first), and an entry stores only the text-bearing chunk boundaries, not every chunk.
 """
 
 from __future__ import annotations
@@ -43,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.session.history.playout import PlayoutClock
+from statecharts import playback_events as pe
+from statecharts.effects import Effect, HearAll, HearNothing, HearUntil, StartGrace
+from statecharts.playback import PlaybackChart
 
 HistoryBasis = Literal["generated", "acknowledged"]
 
@@ -87,22 +73,16 @@ class PlaybackItemMismatch(ValueError):
 @dataclass(slots=True)
 class _Entry:
     item_id: str
+    chart: PlaybackChart
     generated_ms: int = 0
     played_ms: int = 0
-    finished: bool = False
     transcript: str | None = None
     # (end_ms, text) of chunks that carry text; audio-only chunks need no record, which keeps an
     # entry small however many 20 ms chunks a reply has.
     marks: list[tuple[int, str]] = field(default_factory=list)
-    committed: Heard | None = None
-    cut: bool = False
-    # The commit is the server's estimate (the `generated` basis): the client's truncate or
-    # ACK may still replace it. A client's own word (a truncate, an ACK) is final.
-    estimated: bool = False
-    # The playout clock reached the end of the generated audio (the `generated` basis).
-    played_out: bool = False
+    committed: Heard | None = None  # what history holds (the chart's last `Hear*`)
     clock: PlayoutClock = field(default_factory=PlayoutClock)
-    # The server's clear on the `acknowledged` basis: provisional until then (caller's ms).
+    # The deadline of a provisional cut's grace (rule 4; the caller's ms).
     grace_until: int | None = None
 
     def full_heard(self) -> Heard:
@@ -121,25 +101,23 @@ class PlaybackLedger:
         self._max_entries = max_entries
         self.ack_grace_ms = ack_grace_ms
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        # The session's basis, for the charts of replies still to come (each chart keeps its
+        # own once told: statecharts/playback.py rule 2).
         self.basis: HistoryBasis = basis
 
     def acknowledge(self, response_id: str) -> tuple[str, ...]:
         """The client acknowledges playback (of `response_id`): rule 5 decides from now on, for
         good. Returns the replies whose estimated full commit is withdrawn (their history is
-        the empty boundary again until rule 5 settles them): every one the playout clock has
-        not played out, and the acknowledged one whatever the clock said (the client's word
-        on it is coming)."""
+        the empty boundary again until rule 5 settles them: the chart's rule 9)."""
         if self.basis == "acknowledged":
             return ()
         self.basis = "acknowledged"
         withdrawn: list[str] = []
         for rid, entry in self._entries.items():
-            if entry.committed is not None and entry.estimated and not entry.cut:
-                if entry.played_out and rid != response_id:
-                    entry.estimated = False  # heard in full before the client said anything
-                else:
-                    entry.committed, entry.estimated = None, False
-                    withdrawn.append(rid)
+            effects = entry.chart.feed(pe.Acknowledge(this_reply=rid == response_id))
+            self._carry_out(entry, effects, now_ms=0)
+            if any(isinstance(effect, HearNothing) for effect in effects):
+                withdrawn.append(rid)
         return tuple(withdrawn)
 
     def __contains__(self, response_id: object) -> bool:
@@ -163,15 +141,18 @@ class PlaybackLedger:
             # Settled entries only answer late ACKs; unsettled ones still decide history, so
             # they go last (their reply then stays an empty boundary).
             victim = next(
-                (rid for rid, e in self._entries.items() if e.committed is not None),
+                (rid for rid, e in self._entries.items() if e.chart.is_settled),
                 next(iter(self._entries)),
             )
             del self._entries[victim]
             evicted.append(victim)
         # playout.py rule 4: after the reply still playing (not cut, not paused), if any.
-        ends = [e.clock.ends_at() for e in self._entries.values() if not e.cut]
+        ends = [e.clock.ends_at() for e in self._entries.values() if not e.chart.is_cut]
         start_at = max((end for end in ends if end is not None), default=0)
-        self._entries[response_id] = _Entry(item_id, clock=PlayoutClock(start_at=start_at))
+        chart = PlaybackChart()
+        if self.basis == "acknowledged":
+            chart.feed(pe.Acknowledge())  # nothing to withdraw: it holds nothing yet
+        self._entries[response_id] = _Entry(item_id, chart, clock=PlayoutClock(start_at=start_at))
         return tuple(evicted)
 
     def append(self, response_id: str, audio_ms: int, text: str = "", now_ms: int = 0) -> Segment:
@@ -179,11 +160,11 @@ class PlaybackLedger:
         entry = self._entry(response_id)
         if audio_ms < 0:
             raise ValueError("audio_ms must not be negative")
-        if entry.cut:
-            # Fencing may race a backend that is still streaming; what was cut stays cut.
+        if not entry.chart.takes_audio:
+            if entry.chart.is_complete and not entry.chart.is_cut:
+                raise ValueError(f"response {response_id!r} already finished generating")
+            # The chart's rule 1: fencing may race a backend still streaming.
             return Segment(entry.generated_ms, entry.generated_ms, "")
-        if entry.finished:
-            raise ValueError(f"response {response_id!r} already finished generating")
         start = entry.generated_ms
         entry.generated_ms += audio_ms
         entry.clock.send(now_ms, audio_ms)
@@ -194,25 +175,21 @@ class PlaybackLedger:
     def set_transcript(self, response_id: str, text: str) -> None:
         """The full transcript, for backends without per-chunk alignment; call before `finish`."""
         entry = self._entry(response_id)
-        if entry.committed is None:
+        if not entry.chart.is_settled:
             entry.transcript = text
 
     def finish(self, response_id: str, now_ms: int = 0) -> Heard | None:
         """Generation ended. Returns the Heard when this commits the reply in full."""
         entry = self._entry(response_id)
-        if entry.finished:
-            return None
-        entry.finished = True
-        if self.basis == "generated" and entry.committed is None:
-            # OpenAI's: remembered once generated; an estimate until the client says more.
-            entry.committed, entry.estimated = entry.full_heard(), True
-            entry.played_out = entry.clock.played(now_ms) >= entry.generated_ms
-            return entry.committed
-        # Covers text-only replies (0 ms) and a client whose full ACK raced ahead of the end.
-        if entry.committed is None and entry.played_ms >= entry.generated_ms:
-            entry.committed = entry.full_heard()
-            return entry.committed
-        return None
+        self._expire(entry, now_ms)
+        effects = entry.chart.feed(
+            pe.Finish(
+                acked_all=entry.played_ms >= entry.generated_ms,
+                clock_done=entry.clock.played(now_ms) >= entry.generated_ms,
+            )
+        )
+        self._carry_out(entry, effects, now_ms)
+        return entry.committed if effects else None
 
     def ack(
         self,
@@ -227,21 +204,16 @@ class PlaybackLedger:
             raise PlaybackItemMismatch(response_id, item_id)
         if played_ms < 0:
             raise ValueError("played_ms must not be negative")
-        entry.played_ms = max(entry.played_ms, min(played_ms, entry.generated_ms))
-        heard: Heard | None = None
+        entry.played_ms = max(entry.played_ms, min(played_ms, entry.generated_ms))  # rule 2
+        self._expire(entry, now_ms)
         before = entry.committed
-        if self._in_grace(entry, now_ms) or truncate:
-            # A truncate, or the client's first word after the server's clear (the
-            # amendment): a cut at the cursor (a backwards ACK is ignored).
-            after = self._cut(entry, entry.played_ms)
-            heard = after if after != before else None
-        elif entry.committed is None and entry.finished and entry.played_ms >= entry.generated_ms:
-            entry.committed = heard = entry.full_heard()
-        elif entry.cut and entry.estimated and before is not None:
-            # An estimated cut never stands below what the client says it played.
-            if entry.played_ms > before.audio_ms:
-                after = self._estimate_cut(entry, entry.played_ms)
-                heard = after if after != before else None
+        event = pe.Ack(
+            cursor_ms=entry.played_ms,
+            acked_all=entry.played_ms >= entry.generated_ms,
+            truncate=truncate,
+            raises=before is not None and entry.played_ms > before.audio_ms,
+        )
+        self._carry_out(entry, entry.chart.feed(event), now_ms)
         committed = entry.committed
         return AckResult(
             response_id=response_id,
@@ -249,93 +221,81 @@ class PlaybackLedger:
             played_ms=entry.played_ms,
             committed_ms=committed.audio_ms if committed is not None else 0,
             history_committed=committed is not None,
-            heard=heard,
+            heard=committed if committed != before else None,
         )
 
     def cut(self, response_id: str, audio_end_ms: int, now_ms: int = 0) -> Heard:
-        """The client's cut (`conversation.item.truncate`): final, and it replaces an
-        estimate (a provisional cut only within its grace)."""
-        entry = self._entry(response_id)
-        self._in_grace(entry, now_ms)
-        return self._cut(entry, audio_end_ms)
+        """The client's cut (`conversation.item.truncate`): the chart's rule 8."""
+        return self._truncate(self._entry(response_id), audio_end_ms, now_ms)
 
     def cut_by_item(self, item_id: str, audio_end_ms: int, now_ms: int = 0) -> Heard | None:
         """`conversation.item.truncate`: None when no tracked response owns the item."""
         for entry in self._entries.values():
             if entry.item_id == item_id:
-                self._in_grace(entry, now_ms)
-                return self._cut(entry, audio_end_ms)
+                return self._truncate(entry, audio_end_ms, now_ms)
         return None
 
     def clear(self, response_id: str, now_ms: int = 0) -> Heard:
-        """The client's buffer was cleared (a barge-in, a clear, a cancel): the user heard up
-        to the played cursor, provisionally for `ack_grace_ms` (the amendment above); on the
-        `generated` basis, up to the playout clock's estimate at `now_ms` (never below the
-        cursor)."""
+        """The server's clear (a barge-in, a clear, a cancel, a failure): the chart's rule 5
+        picks the playout clock's estimate at `now_ms` (never below the cursor) or the
+        client's cursor, provisionally."""
         entry = self._entry(response_id)
-        if entry.cut and entry.committed is not None:
-            if not entry.estimated or entry.grace_until is not None:
-                # Final, or provisional already: only the client's word moves it.
-                return entry.committed
-        if self.basis == "generated":
-            point = max(entry.clock.played(now_ms), entry.played_ms)
-            return self._estimate_cut(entry, point)
-        heard = self._estimate_cut(entry, entry.played_ms)
-        entry.grace_until = now_ms + self.ack_grace_ms
-        return heard
+        self._expire(entry, now_ms)
+        estimate = max(entry.clock.played(now_ms), entry.played_ms)
+        effects = entry.chart.feed(pe.Clear(estimate_ms=estimate, cursor_ms=entry.played_ms))
+        self._carry_out(entry, effects, now_ms)
+        assert entry.committed is not None  # every state a clear leaves alone holds one
+        return entry.committed
 
-    def _in_grace(self, entry: _Entry, now_ms: int) -> bool:
-        """Whether the client's word now still sets a provisional cut; a grace that has passed,
-        or is used by this call, makes the cut final."""
-        if entry.grace_until is None:
-            return False
-        within = now_ms < entry.grace_until
-        entry.grace_until = None
-        entry.estimated = within  # within: `_cut` replaces it (and makes it final)
-        return within
-
-    def _estimate_cut(self, entry: _Entry, point: int) -> Heard:
-        heard = self._heard_until(entry, point)
-        entry.cut, entry.estimated, entry.committed = True, True, heard
-        return heard
-
-    def _cut(self, entry: _Entry, audio_end_ms: int) -> Heard:
+    def _truncate(self, entry: _Entry, audio_end_ms: int, now_ms: int) -> Heard:
         if audio_end_ms < 0:
             raise ValueError("audio_end_ms must not be negative")
-        if entry.cut and entry.committed is not None and not entry.estimated:
-            return entry.committed
-        heard = self._heard_until(entry, audio_end_ms)
-        entry.cut, entry.estimated, entry.committed = True, False, heard
-        return heard
+        self._expire(entry, now_ms)
+        self._carry_out(entry, entry.chart.feed(pe.Truncate(audio_end_ms=audio_end_ms)), now_ms)
+        assert entry.committed is not None  # a final cut holds one; any other is cut now
+        return entry.committed
+
+    def _expire(self, entry: _Entry, now_ms: int) -> None:
+        """Rule 4: a grace whose deadline passed ends before the call that finds it."""
+        if entry.grace_until is not None and now_ms >= entry.grace_until:
+            entry.grace_until = None
+            self._carry_out(entry, entry.chart.feed(pe.GraceOver()), now_ms)
+
+    def _carry_out(self, entry: _Entry, effects: list[Effect], now_ms: int) -> None:
+        for effect in effects:
+            if isinstance(effect, HearAll):
+                entry.committed = entry.full_heard()
+            elif isinstance(effect, HearUntil):
+                entry.committed = self._heard_until(entry, effect.audio_end_ms)
+            elif isinstance(effect, HearNothing):
+                entry.committed = None
+            elif isinstance(effect, StartGrace):
+                entry.grace_until = now_ms + self.ack_grace_ms
+        if not entry.chart.is_in_grace:
+            entry.grace_until = None
 
     @staticmethod
     def _heard_until(entry: _Entry, audio_end_ms: int) -> Heard:
+        """Rule 3."""
         point = min(audio_end_ms, entry.generated_ms)
-        if entry.finished and point >= entry.generated_ms:
+        if entry.chart.is_complete and point >= entry.generated_ms:
             return entry.full_heard()
         return Heard(point, "".join(t for end, t in entry.marks if end <= point), False)
 
     # The playout clock (the `generated` basis) -----------------------------------------
     def played_out(self, response_id: str, now_ms: int) -> bool:
-        """Whether the playout clock has played the whole finished reply by `now_ms`; marks
-        it so (the reply is settled on the `generated` basis)."""
+        """Whether the playout clock has played the whole reply, heard by the estimate, by
+        `now_ms` (the chart's rule 4: it is settled then)."""
         entry = self._entry(response_id)
-        if not self._clock_settles(entry):
-            return False
-        if not entry.played_out and entry.clock.played(now_ms) >= entry.generated_ms:
-            entry.played_out = True
-        return entry.played_out
+        if entry.chart.is_estimated and entry.clock.played(now_ms) >= entry.generated_ms:
+            entry.chart.feed(pe.ClockPlayed())
+        return entry.chart.is_played_out
 
     def awaits_playout(self, response_id: str) -> bool:
         """Whether the playout clock is yet to settle this reply (`played_out` will, once its
         audio has played)."""
         entry = self._entries.get(response_id)
-        return entry is not None and self._clock_settles(entry) and not entry.played_out
-
-    def _clock_settles(self, entry: _Entry) -> bool:
-        """The playout clock settles a reply on the `generated` basis, generated in full and
-        not cut."""
-        return self.basis == "generated" and entry.finished and not entry.cut
+        return entry is not None and entry.chart.is_estimated
 
     def playout_ends_at(self, response_id: str) -> int | None:
         """When the playout clock will have played all audio sent (None while paused)."""
@@ -355,7 +315,7 @@ class PlaybackLedger:
             self._entries[response_id].clock.resume(now_ms)
 
     def is_settled(self, response_id: str) -> bool:
-        return self._entry(response_id).committed is not None
+        return self._entry(response_id).chart.is_settled
 
     def fully_played(self, response_id: str) -> bool:
         committed = self._entry(response_id).committed
@@ -374,9 +334,9 @@ class PlaybackLedger:
         return self._entry(response_id).generated_ms
 
     def pending_audio(self, response_id: str, now_ms: int = 0) -> bool:
-        """Audio generated but not yet played (acknowledged, or on the `generated` basis by the
-        playout clock at `now_ms`), and the reply not settled."""
+        """Audio generated but not yet played: by the playout clock at `now_ms` while the
+        estimate stands, else by the client's cursor while history holds nothing of it."""
         entry = self._entry(response_id)
-        if self.basis == "generated" and entry.estimated:
-            return not entry.cut and entry.clock.played(now_ms) < entry.generated_ms
-        return entry.committed is None and entry.generated_ms > entry.played_ms
+        if entry.chart.is_estimated:
+            return entry.clock.played(now_ms) < entry.generated_ms
+        return not entry.chart.is_settled and entry.generated_ms > entry.played_ms
