@@ -1,9 +1,9 @@
 """The page at `/` in a real headless Chromium against the real server.
 
-The fake microphone plays flite speech; the page's playback worklet plays the answer. Barge-in
-is checked where it is heard: the worklet stops within 200 ms of `output_audio_buffer.cleared`,
-the `playback.ack` equals what the worklet rendered of that response, and nothing of it plays
-afterwards.
+The fake microphone plays flite speech; the page's playback worklet plays the answer, telling the
+server its cursor as it plays (progress `playback.ack`s). Barge-in is checked where it is heard:
+the worklet stops within 200 ms of `output_audio_buffer.cleared`, the response's final
+`playback.ack` equals what the worklet rendered of it, and nothing of it plays afterwards.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from orchestrator.service.config import load_config
 from orchestrator.service.serve import BackgroundServer
 from orchestrator.triton import TritonServer
+from tests.browser import acks as page_acks
 from tests.browser.conftest import sync_api, write_wav
 from tests.conftest import free_port
 from tests.e2e.realtime_client import flite_speech, silence
@@ -45,17 +46,29 @@ def test_page_plays_an_answer(
     page.wait_for_function("window.turntaker.played_ms > 0", timeout=30_000)
     first_audio_s = time.monotonic() - started
     # Let the answer play to its end: the page acknowledges the full played length.
-    page.wait_for_function("window.turntaker.acks.length > 0", timeout=30_000)
+    page.wait_for_function("window.turntaker.playbackState === 'finished'", timeout=30_000)
     tt = page.evaluate("window.turntaker")
-    ack = tt["acks"][0]
-    assert ack["played_ms"] == ack["samples"] * 1000 // 24000 > 0
+    rid = tt["acks"][-1]["response_id"]
+    ack = page_acks.final(tt, rid)
+    assert ack["samples"] == tt["received"][rid] > 0, (ack, tt["received"])
+    assert ack["played_ms"] == ack["samples"] * 1000 // 24000
     assert ack["item_id"], ack
+    # Without echo cancellation too the page says its cursor as it plays (player.js rule 6):
+    # about every 250 ms of its audio clock (five worklet reports), never more often.
+    progress = page_acks.of(tt, rid)[:-1]
+    assert len(progress) >= ack["played_ms"] // 300, f"too few progress ACKs: {progress}"
+    assert all(a["item_id"] == ack["item_id"] and "input_ms" in a for a in progress), progress
+    steps = np.diff([a["input_ms"] for a in progress])
+    assert np.all(steps > page_acks.PROGRESS_STEP_MS - 0.01), steps
+    if len(steps) >= 3:
+        assert abs(np.median(steps) - page_acks.PROGRESS_STEP_MS) < 0.01, steps
     types = [e["type"] for e in tt["events"]]
     assert "playback.acknowledged" in types or _wait_type(page, "playback.acknowledged")
     assert "conversation.item.input_audio_transcription.completed" in types
     print(
         f"\nfirst answer audio heard {first_audio_s:.2f} s after connect; "
-        f"answer played {ack['played_ms']} ms"
+        f"answer played {ack['played_ms']} ms, {len(progress)} progress ACKs "
+        f"(input steps {steps.tolist()} ms)"
     )
     # The page renders whole (the README's picture, of a barge-in, is test_timeline's).
     shot = tmp_path / "screenshot.png"
@@ -109,10 +122,9 @@ def test_barge_in_stops_playback_where_it_is_heard(
         f"trigger, {silence_after_cleared_ms:.1f} ms after output_audio_buffer.cleared"
     )
     assert silence_after_cleared_ms < 200
-    acks = [a for a in tt["acks"] if a["response_id"] == rid]
-    assert len(acks) == 1, acks
-    assert acks[0]["samples"] == clear["played"]
-    assert acks[0]["played_ms"] == clear["played"] * 1000 // 24000
+    ack = page_acks.final_of_cut(tt, rid, clear["t_trigger"])
+    assert ack["samples"] == clear["played"]
+    assert ack["played_ms"] == clear["played"] * 1000 // 24000
     # Nothing of the interrupted response played after the clear.
     later = [s for s in tt["statsLog"] if s["rid"] == rid and s["t"] > clear["t_silent"]]
     assert all(s["played"] == clear["played"] for s in later), later[-3:]
@@ -156,8 +168,7 @@ def test_output_audio_buffer_cleared_silences_the_worklet(
         f"(played {clear['played']} samples, dropped {clear['dropped']})"
     )
     assert 0 <= silence_ms < 200
-    acks = [a for a in tt["acks"] if a["response_id"] == rid]
-    assert [a["samples"] for a in acks] == [clear["played"]]
+    assert page_acks.final_of_cut(tt, rid, clear["t_trigger"])["samples"] == clear["played"]
     later = [s for s in tt["statsLog"] if s["rid"] == rid and s["t"] > clear["t_silent"]]
     assert all(s["played"] == clear["played"] for s in later), later[-3:]
 

@@ -5,10 +5,10 @@ The page dials the server through a loopback TCP proxy (tests/tcp_proxy.py) whos
 the connection as a network drop would: the browser sees 1006, the server a socket lost without
 a 1000 close, so the session lives on and its answer goes on generating into the journal. What
 is checked is what a user would notice: the answer plays on and completes once, every sample of
-it is played exactly once (the one `playback.ack` covers the server's full length and the server
-puts the whole reply into the history), and the page processes every sequenced event once, in
-order. Playwright's view of the sockets' frames is the independent record of what the server
-sent.
+it is played exactly once (its final `playback.ack` covers the server's full length, each ACK
+goes out once, and the server puts the whole reply into the history), and the page processes
+every sequenced event once, in order. Playwright's view of the sockets' frames is the
+independent record of what the server sent.
 
 A scripted server (test_pause_mode.ScriptedServer) then pins down the page's side exactly: an ACK
 made while the socket is down goes out once resumed, a replay that overlaps what the page had is
@@ -35,6 +35,7 @@ from websockets.sync.client import connect
 from websockets.sync.server import ServerConnection
 
 from orchestrator.service.serve import BackgroundServer
+from tests.browser import acks as page_acks
 from tests.browser.conftest import write_wav
 from tests.browser.page_wait import wait as _wait
 from tests.browser.test_pause_mode import CHUNK, ScriptedServer, _chunk
@@ -114,6 +115,12 @@ def _contiguous(seqs: list[int]) -> bool:
     return seqs == list(range(seqs[0], seqs[0] + len(seqs))) if seqs else False
 
 
+def _in_order(part: list[Any], whole: list[Any]) -> bool:
+    """Whether `part` is `whole` with some of its items left out (none repeated, none added)."""
+    rest = iter(whole)
+    return all(any(x == y for y in rest) for x in part)
+
+
 def test_a_drop_mid_answer_resumes_and_the_answer_plays_on_exactly_once(
     realtime_server: BackgroundServer, proxy: TcpProxy, open_page: Opener, tmp_path: Path
 ) -> None:
@@ -149,11 +156,11 @@ def test_a_drop_mid_answer_resumes_and_the_answer_plays_on_exactly_once(
     resumed_after_s = time.monotonic() - t_cut
     _wait(
         page,
-        f"window.turntaker.acknowledged.some(a => a.response_id === '{rid}')",
+        f"window.turntaker.playbackState === 'finished' && {page_acks.answered_js(rid)}",
         "the resumed answer plays to its end, is acknowledged, and the server answers the ACK",
         90,
     )
-    page.wait_for_timeout(1000)  # a second ACK, a repeated response.done would show here
+    page.wait_for_timeout(1000)  # a second final ACK, a repeated response.done would show here
     tt = page.evaluate("window.turntaker")
     resume = page.evaluate(
         "(() => { const r = window.turntaker.resume; return {"
@@ -213,18 +220,24 @@ def test_a_drop_mid_answer_resumes_and_the_answer_plays_on_exactly_once(
     ]
     assert [e["status"] for e in done] == ["completed"], done
     assert tt["received"][rid] == total, "the page handed the worklet each sample once"
-    acks = [a for a in tt["acks"] if a["response_id"] == rid]
-    assert [a["samples"] for a in acks] == [total], acks
-    assert acks[0]["played_ms"] == total * 1000 // RATE
+    ack = page_acks.final(tt, rid)
+    assert ack["samples"] == total, page_acks.of(tt, rid)
+    assert ack["played_ms"] == total * 1000 // RATE
+    # On the wire, each ACK the page made went out at most once, in order (of those made while
+    # the socket was down only the latest, once resumed), and the final one did.
+    made = [
+        {k: v for k, v in a.items() if k not in ("samples", "t")} for a in page_acks.of(tt, rid)
+    ]
     wire_acks = [
         e
         for frames in wire.sent
         for e in frames
         if e["type"] == "playback.ack" and e["response_id"] == rid
     ]
-    assert len(wire_acks) == 1, wire_acks
-    [held] = [a for a in tt["acknowledged"] if a["response_id"] == rid]
-    assert held["played_ms"] == acks[0]["played_ms"], held
+    assert wire_acks and wire_acks[-1] == made[-1], (wire_acks, made)
+    assert _in_order(wire_acks, made), (wire_acks, made)
+    held = page_acks.held(tt, rid)
+    assert held["played_ms"] == ack["played_ms"], held
     assert held["history_committed"], f"rule 5: a reply heard in full is in the history: {held}"
     # The played cursor only went forward: nothing was replayed to the ear.
     played = [s["played"] for s in tt["statsLog"] if s["rid"] == rid]
@@ -479,9 +492,10 @@ def test_scripted_an_answer_that_ends_during_the_drop_is_acked_after_the_resume(
     open_page: Opener, tmp_path: Path
 ) -> None:
     """The answer's last delta and its response.done came before the drop; the page plays the
-    rest of it while the server is unreachable, and its playback.ack goes out on the resumed
-    connection. The replay overlaps what the page had (a careless server): the page drops the
-    repeats, so no sample plays twice and the answer completes once."""
+    rest of it while the server is unreachable, and its final playback.ack goes out on the
+    resumed connection (only progress ACKs went out before the drop). The replay overlaps what
+    the page had (a careless server): the page drops the repeats, so no sample plays twice and
+    the answer completes once."""
     rid, n = "resp_1", 12  # 0.96 s of audio, sent at once
     seen = _Script()
 
@@ -555,7 +569,7 @@ def test_scripted_an_answer_that_ends_during_the_drop_is_acked_after_the_resume(
         proxy.cut()
         _wait(
             page,
-            f"window.turntaker.acks.some(a => a.response_id === '{rid}')",
+            "window.turntaker.playbackState === 'finished'",
             "the answer plays to its end during the drop",
             10,
         )
@@ -586,10 +600,14 @@ def test_scripted_an_answer_that_ends_during_the_drop_is_acked_after_the_resume(
     assert resume == {"token": "tok_A2", "duplicates": 2, "gaps": [], "lastSeq": 6 + n}, resume
     assert tt["seqs"] == list(range(1, 7 + n)), tt["seqs"]
     assert tt["received"][rid] == n * CHUNK, "the repeated delta was not played again"
-    assert [a["samples"] for a in tt["acks"]] == [n * CHUNK], tt["acks"]
+    assert {a["response_id"] for a in tt["acks"]} == {rid}, tt["acks"]
+    assert page_acks.final(tt, rid)["samples"] == n * CHUNK, tt["acks"]
     acks = [e for e in seen.received[1] if e["type"] == "playback.ack"]
     assert len(acks) == 1 and acks[0]["played_ms"] == n * CHUNK * 1000 // RATE, acks
-    assert not [e for e in seen.received[0] if e["type"] == "playback.ack"]
+    before = [e for e in seen.received[0] if e["type"] == "playback.ack"]
+    assert all(e["played_ms"] < n * CHUNK * 1000 // RATE for e in before), (
+        f"only progress ACKs go out before the drop, the final one after it: {before}"
+    )
     done = [e for e in tt["events"] if e["dir"] == "<" and e["type"] == "response.done"]
     assert len(done) == 1, done
     # The provisional session was only logged, never acted on.

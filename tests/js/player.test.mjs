@@ -4,7 +4,9 @@ import { test } from "node:test";
 
 import { Emitter } from "../../orchestrator/service/static/emitter.js";
 import { bytesToB64 } from "../../orchestrator/service/static/pcm.js";
-import { PROGRESS_REPORTS, Player } from "../../orchestrator/service/static/player.js";
+import {
+  ECHO_PROGRESS_REPORTS, PROGRESS_REPORTS, Player,
+} from "../../orchestrator/service/static/player.js";
 
 function setup(inputAt = undefined) {
   const worklet = { live: true, posted: [], post(msg) { this.posted.push(msg); } };
@@ -166,32 +168,112 @@ test("the remembered responses are bounded", () => {
 
 const stats = (rid, played, frame, paused = false) => ({ type: "stats", rid, played, paused, frame });
 
-test("rule 6: with echo cancellation on, the playing response is acknowledged as it plays", () => {
+// One worklet report: 1200 frames (50 ms) after the last, the cursor `step` samples on.
+function reporter(player, rid, { played = 0, frame = 0 } = {}) {
+  return {
+    played, frame,
+    report(step = 1200, paused = false) {
+      this.played += step;
+      this.frame += 1200;
+      player.onWorklet(stats(rid, this.played, this.frame, paused));
+    },
+  };
+}
+
+test("rule 6: with echo cancellation off, the playing response is acknowledged every 250 ms", () => {
+  const { player, sent } = setup((frame) => frame); // input began with the context
+  player.started("r1");
+  player.item("r1", "item_1");
+  const w = reporter(player, "r1");
+  for (let i = 0; i < 20; i++) w.report(); // 1 s of playback, a report every 50 ms
+  assert.equal(PROGRESS_REPORTS, 5);
+  assert.deepEqual(sent.map((e) => [e.played_ms, e.input_ms]),
+    [[250, 250], [500, 500], [750, 750], [1000, 1000]]);
+  assert.ok(sent.every((e) => e.type === "playback.ack" && e.response_id === "r1" &&
+                               e.item_id === "item_1"));
+  // Paused: nothing, not even from a report written before the worklet took the pause (its
+  // cursor moved), however long the pause.
+  player.pause("r1");
+  w.report();
+  for (let i = 0; i < 20; i++) w.report(0, true);
+  assert.equal(sent.length, 4, "no progress ACK while paused");
+  // Resumed: on from the same cursor, at the first report that moves it (the reports of the
+  // pause counted), then at the same pace.
+  player.resume("r1");
+  for (let i = 0; i < 10; i++) w.report();
+  assert.deepEqual(sent.slice(4).map((e) => e.played_ms), [1100, 1350]);
+  // Starved (the cursor stands still): nothing new to say.
+  for (let i = 0; i < 10; i++) w.report(0);
+  assert.equal(sent.length, 6);
+  // Rule 3's one ACK still ends it; nothing after it.
+  player.onWorklet({ type: "finished", rid: "r1", played: w.played + 600, frame: w.frame + 600 });
+  assert.deepEqual(sent.at(-1), {
+    type: "playback.ack", response_id: "r1", item_id: "item_1", played_ms: 1575, input_ms: 3075,
+  });
+  for (let i = 0; i < 10; i++) w.report();
+  assert.equal(sent.length, 7, "nothing after the response was heard in full");
+});
+
+test("rule 6: a response cut off is not acknowledged as it plays; the next one is", () => {
+  const { player, sent } = setup();
+  player.started("r1");
+  const w1 = reporter(player, "r1");
+  for (let i = 0; i < PROGRESS_REPORTS; i++) w1.report();
+  assert.deepEqual(sent.map((e) => e.played_ms), [250]);
+  player.interrupt("r1", "speech_started");
+  for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) w1.report(); // trailing the clear
+  player.onWorklet({ type: "cleared", rid: "r1", played: 7200 });
+  assert.deepEqual(sent.map((e) => e.played_ms), [250, 300], "the clear's ACK, and no other");
+  // The next response's first report that moves says where it stands (the reports since the
+  // last progress ACK counted), then every PROGRESS_REPORTS.
+  player.started("r2");
+  const w2 = reporter(player, "r2");
+  for (let i = 0; i <= PROGRESS_REPORTS; i++) w2.report();
+  assert.deepEqual(sent.map((e) => [e.response_id, e.played_ms]),
+    [["r1", 250], ["r1", 300], ["r2", 50], ["r2", 300]]);
+});
+
+test("rule 6: with echo cancellation on, the playing response is acknowledged every 100 ms", () => {
   const { player, sent } = setup((frame) => frame - 1000); // input began 1000 frames in
   player.started("r1");
   player.item("r1", "item_1");
+  player.acknowledgeProgress(true);
   player.onWorklet(stats("r1", 1200, 5000));
   player.onWorklet(stats("r1", 2400, 6200));
-  assert.deepEqual(sent, [], "off until the server holds echo cancellation");
-  player.acknowledgeProgress(true);
-  for (let i = 1; i <= 2 * PROGRESS_REPORTS; i++) {
+  for (let i = 1; i <= 2 * ECHO_PROGRESS_REPORTS; i++) {
     player.onWorklet(stats("r1", 2400 + 1200 * i, 6200 + 1200 * i));
   }
-  // Every PROGRESS_REPORTS reports (reports before it was on count too): input = frame - 1000.
-  assert.deepEqual(sent.map((e) => [e.played_ms, e.input_ms]), [[150, 6400 / 24], [250, 8800 / 24]]);
+  // Every ECHO_PROGRESS_REPORTS reports: input = frame - 1000.
+  assert.equal(ECHO_PROGRESS_REPORTS, 2);
+  assert.deepEqual(sent.map((e) => [e.played_ms, e.input_ms]),
+    [[100, 5200 / 24], [200, 7600 / 24], [300, 10000 / 24]]);
   assert.ok(sent.every((e) => e.type === "playback.ack" && e.item_id === "item_1"));
   // Standing still (paused, or starved) or paused: no progress ACK says nothing new.
   for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) player.onWorklet(stats("r1", 7200, 20000 + i));
   player.pause("r1");
   for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) player.onWorklet(stats("r1", 7200 + i, 30000 + i, true));
-  assert.equal(sent.length, 2);
+  assert.equal(sent.length, 3);
   // Rule 3's one ACK still ends it, with where the input stood.
   player.onWorklet({ type: "finished", rid: "r1", played: 9600, frame: 40000 });
   assert.deepEqual(sent.at(-1), {
     type: "playback.ack", response_id: "r1", item_id: "item_1", played_ms: 400, input_ms: 39000 / 24,
   });
   for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) player.onWorklet(stats("r1", 9600 + i, 50000 + i));
-  assert.equal(sent.length, 3, "nothing after the response was heard in full");
+  assert.equal(sent.length, 4, "nothing after the response was heard in full");
+});
+
+test("rule 6: the echo setting changes the pace at once; reports before the change count", () => {
+  const { player, sent } = setup();
+  player.started("r1");
+  const w = reporter(player, "r1");
+  for (let i = 0; i < 3; i++) w.report(); // 3 of the 5
+  player.acknowledgeProgress(true);
+  w.report(); // 4 >= 2: at once
+  for (let i = 0; i < 2 * ECHO_PROGRESS_REPORTS; i++) w.report();
+  assert.deepEqual(sent.map((e) => e.played_ms), [200, 300, 400]);
+  player.acknowledgeProgress(false);
+  for (let i = 0; i < 2 * PROGRESS_REPORTS; i++) w.report();
+  assert.deepEqual(sent.map((e) => e.played_ms), [200, 300, 400, 650, 900]);
 });
 
 test("rule 6: an ACK names no input where its position is unknown", () => {

@@ -9,18 +9,23 @@
 //    delta of it is discarded, here and there.
 // 2. Only the latest response can be paused; a pause naming another, or one already cut off, is
 //    stale and does nothing. A resume plays on only a response that is paused now.
-// 3. A response is acknowledged once, with what the worklet rendered of it: at the clear of an
-//    interrupted one, at the end of one heard in full.
+// 3. A response's final ACK is made once, with what the worklet rendered of it: at the clear of
+//    an interrupted one, at the end of one heard in full.
 // 4. A worklet report can trail the end, the clear or the pause it covers: it never undoes that
 //    state (a report written before the worklet took the pause does not say "playing").
 // 5. Without a worklet (the audio stopped) nothing is queued, paused or resumed; what the page
 //    knows of its responses stays until a new conversation.
-// 6. With the server's echo cancellation on (`acknowledgeProgress`), the response playing is also
-//    acknowledged while it plays, every PROGRESS_REPORTS worklet reports (100 ms) in which its
-//    cursor moved: only such frequent ACKs keep the echo's reference on the server within 10 ms
-//    of this player (docs/protocol.md, "playback.ack"). A progress ACK is a cursor; the one ACK
-//    of rule 3 still ends the response. Every ACK carries `input_ms` where the worklet said the
-//    frame it was read at and the input's position then is known (input-position.js).
+// 6. The response playing is also acknowledged while it plays, every few worklet reports in
+//    which its cursor moved (never while paused, cut off or heard in full), whatever the echo
+//    setting. The server's history keeps what the user heard of an interrupted answer
+//    (docs/protocol.md, rule 5) and cuts it where the last ACK it holds says: a client that
+//    tells its cursor only at the end leaves that cut at its last ACK (often nothing) whenever
+//    the end's ACK comes too late or is lost with the socket. Every PROGRESS_REPORTS reports
+//    (250 ms); with the server's echo cancellation on (`acknowledgeProgress`) every
+//    ECHO_PROGRESS_REPORTS (100 ms): only such frequent ACKs keep the echo's reference on the
+//    server within 10 ms of this player ("playback.ack"). A progress ACK is a cursor; the one
+//    ACK of rule 3 still ends the response. Every ACK carries `input_ms` where the worklet said
+//    the frame it was read at and the input's position then is known (input-position.js).
 //
 // Emits (for listeners, emitter.js): "interrupt" {rid, trigger}, "pause" {rid}, "resume" {rid},
 // "audio" {rid, samples} (samples handed to the worklet), "worklet" (each worklet message, as
@@ -31,8 +36,10 @@ import { b64ToInt16 } from "./pcm.js";
 
 export const RATE = 24000;
 const REMEMBERED = 64;
-// Worklet reports come every 50 ms (playback-worklet.js): a progress ACK every other one.
-export const PROGRESS_REPORTS = 2;
+// Worklet reports come every 50 ms (playback-worklet.js): a progress ACK every fifth one
+// (250 ms), every other one (100 ms) with the server's echo cancellation on. Rule 6.
+export const PROGRESS_REPORTS = 5;
+export const ECHO_PROGRESS_REPORTS = 2;
 
 export class Player {
   // worklet: {live: bool, post(msg, transfer)}; view: {playback(state), played(ms)};
@@ -41,7 +48,7 @@ export class Player {
   constructor({ worklet, view, sendAck, emitter, inputAt = () => null }) {
     this.worklet = worklet;
     this.inputAt = inputAt;
-    this.progress = false; // rule 6
+    this.echo = false; // rule 6: the server's echo cancellation is on
     this.sinceProgress = 0; // worklet reports since the last progress ACK
     this.view = view;
     this.sendAck = sendAck;
@@ -118,9 +125,10 @@ export class Player {
     this.view.playback("playing");
   }
 
-  // Rule 6: whether the session's echo cancellation is on (the settings the server holds).
-  acknowledgeProgress(on) {
-    this.progress = Boolean(on);
+  // Rule 6: whether the session's echo cancellation is on (the settings the server holds): the
+  // progress ACKs come every ECHO_PROGRESS_REPORTS reports then, every PROGRESS_REPORTS if not.
+  acknowledgeProgress(echo) {
+    this.echo = Boolean(echo);
   }
 
   // What the worklet reports (playback-worklet.js).
@@ -139,8 +147,8 @@ export class Player {
         this.view.playback("playing"); // rule 4: only a report that moved says "playing"
       }
       this.sinceProgress += 1;
-      if (this.progress && moved && live && !msg.paused && msg.played > 0 &&
-          this.sinceProgress >= PROGRESS_REPORTS) {
+      const every = this.echo ? ECHO_PROGRESS_REPORTS : PROGRESS_REPORTS;
+      if (moved && live && !msg.paused && msg.played > 0 && this.sinceProgress >= every) {
         this.sinceProgress = 0;
         this.ack(msg.rid, msg.played, msg.frame); // rule 6
       }
