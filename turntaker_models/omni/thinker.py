@@ -171,7 +171,9 @@ class ThinkerSession:
         }
         if self.engine is not None:
             self.slot = self.engine.open()
-            done = self.engine.prefill(self.slot, inputs, ids.shape[1], want_talker)
+            # Only the layers `_talker_start` reads (thinker_engine.py rule 4).
+            layers = (0, self.config.talker_config.accept_hidden_layer) if want_talker else ()
+            done = self.engine.prefill(self.slot, inputs, ids.shape[1], layers)
             logits, hidden = done.logits, done.hidden
         else:
             self.cache = DynamicCache(config=self.model.config.text_config)

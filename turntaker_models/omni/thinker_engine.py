@@ -18,7 +18,10 @@ Rules:
    stage serves streams, so a stream past them is refused by the stage before it gets here
    (`SlotFull` is the guard). A stream's prompt and answer must fit `max_len` positions.
 4. What a stream gets back is what it would get alone: its own last-position logits (and at
-   prefill, its hidden states), to float rounding of a wider matmul.
+   prefill, the hidden states of the layers it asks for), to float rounding of a wider matmul.
+   Those states are each row's own copy, cut to its length: a view would keep every layer's
+   padded batch alive (B x longest x hidden, per layer) until the last stream of the round has
+   built its Talker start; the copies of the two layers the Talker reads are all that stays.
 5. A stream's fault is its own (slots.py rule 6): a prefill that fails (a bad image, memory)
    or a row past its slot fails that stream alone; the prefills and steps beside it go on.
 """
@@ -40,7 +43,8 @@ class Prefill:
     slot: int
     inputs: dict[str, Any]  # the forward's keyword arguments (ids, media, positions)
     length: int
-    hidden: bool  # return the hidden states too (the talker's conditioning)
+    # The layers whose hidden states to return (the talker's conditioning; rule 4); () none.
+    layers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,9 @@ class Step:
 @dataclass(frozen=True)
 class Out:
     logits: torch.Tensor  # [V] the row's last position
-    hidden: Any = None  # prefill with `hidden`: the model's hidden_states, batch of one
+    # A prefill's hidden states, by layer (`hidden[layer]`: [1, length, hidden], the row's own
+    # copy) for the `layers` it asked for; None when it asked for none.
+    hidden: dict[int, torch.Tensor] | None = None
 
 
 Job = Prefill | Step
@@ -82,8 +88,10 @@ class ThinkerEngine:
     def open(self) -> int:
         return self.cache.take()
 
-    def prefill(self, slot: int, inputs: dict[str, Any], length: int, hidden: bool) -> Out:
-        return self.batcher.call(slot, Prefill(slot, inputs, length, hidden))
+    def prefill(
+        self, slot: int, inputs: dict[str, Any], length: int, layers: tuple[int, ...] = ()
+    ) -> Out:
+        return self.batcher.call(slot, Prefill(slot, inputs, length, layers))
 
     def step(self, slot: int, ids: Sequence[int], positions: torch.Tensor) -> torch.Tensor:
         return self.batcher.call(slot, Step(slot, tuple(ids), positions)).logits
@@ -125,7 +133,7 @@ class ThinkerEngine:
         mask = self.cache.select([(job.slot, job.length) for job in jobs])
         ids = pad_right([job.inputs["input_ids"][0] for job in jobs])
         positions = padded_positions([job.inputs["position_ids"] for job in jobs], q, self.device)
-        hidden = any(job.hidden for job in jobs)
+        hidden = any(job.layers for job in jobs)
         out = self.model(
             input_ids=ids.to(self.device),
             position_ids=positions,
@@ -139,8 +147,11 @@ class ThinkerEngine:
         return [
             Out(
                 out.logits[row, job.length - 1],
-                tuple(h[row : row + 1, : job.length] for h in out.hidden_states)
-                if job.hidden
+                {
+                    layer: out.hidden_states[layer][row : row + 1, : job.length].clone()
+                    for layer in job.layers
+                }
+                if job.layers
                 else None,
             )
             for row, job in enumerate(jobs)

@@ -262,3 +262,45 @@ def test_rule5_a_failing_prefill_fails_its_own_stream_only(tiny: Tiny) -> None:
     assert isinstance(out[other.name], Run), f"rule 5: the other stream failed: {out[other.name]}"
     assert_same(alone, out[other.name], other.name)
     assert engine.cache.active == 0
+
+
+def test_rule4_a_prefills_hidden_states_are_its_own_not_a_view_of_the_padded_batch(
+    tiny: Tiny,
+) -> None:
+    # Was: each stream got every layer's states as views of the round's padded batch, so all
+    # of them ([rows, longest, hidden] per layer) stayed alive until every stream of the
+    # round had built its Talker start. Now only the two layers the Talker reads, each row's
+    # own copy of its own length.
+    from turntaker_models.omni.batcher import Gather
+
+    chosen = sorted(streams(tiny)[:3], key=lambda s: s.prompt.input_ids.shape[1])
+    short, long = chosen[0], chosen[-1]
+    assert short.prompt.input_ids.shape[1] < long.prompt.input_ids.shape[1]
+    engine = ThinkerEngine(tiny.thinker, slots=2, max_len=1024, gather=Gather(0, 2.0, 2.0))
+    engine.batcher._last_members = {0, 1}  # the first round waits for both streams
+    prefills = engine._prefills
+    rounds: list[list[Any]] = []
+
+    def recorded(jobs: Any) -> Any:
+        outs = prefills(jobs)
+        rounds.append([(job.length, out) for job, out in zip(jobs, outs, strict=True)])
+        return outs
+
+    engine._prefills = recorded  # type: ignore[method-assign]
+    try:
+        out = concurrently(
+            {s.name: (lambda s=s: generate(tiny, s, engine)) for s in (short, long)}, 60
+        )
+    finally:
+        engine.shutdown()
+    assert all(isinstance(run, Run) for run in out.values()), out
+    assert len(rounds[0]) >= 2, f"the prefills never shared a forward: {rounds}"
+    layer = tiny.config.talker_config.accept_hidden_layer
+    for length, result in rounds[0]:
+        assert result.hidden is not None and set(result.hidden) == {0, layer}
+        for states in result.hidden.values():
+            assert states.shape[:2] == (1, length)
+            own = states.numel() * states.element_size()
+            assert states.untyped_storage().nbytes() == own, (
+                "rule 4: a row's hidden states hold the round's padded batch alive"
+            )
