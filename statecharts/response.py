@@ -4,7 +4,12 @@ Rules it guarantees (docs/protocol.md):
 
 - Rule 3, exactly one terminal: `SendResponseDone` is emitted only on a transition that leaves
   `created` or `generating`; both are left at most once, so every response gets exactly one
-  `response.done` (completed, cancelled or failed). `draining` already sent its terminal.
+  `response.done` (completed, incomplete, cancelled or failed). `draining` already sent its
+  terminal.
+- Rule 3's `incomplete`: `complete` with a `reason` (the pipeline's own limit cut the reply
+  short: `max_output_tokens`) ends the response `incomplete` with that reason instead of
+  `completed`; it is a completion in every other way: the same transitions, its audio drains
+  and is heard (rule 5) as a completed reply's is, since what was generated is what is played.
 - Rule 2, fencing: `ForwardOutput` is emitted only by the `output` event while `generating`.
   In every other state `output` has no transition and is dropped, so no delta of a response
   reaches the client after it was interrupted, cancelled, failed or completed. `forward()` is
@@ -20,9 +25,11 @@ Rules it guarantees (docs/protocol.md):
   played (`played`), or at completion when there is no audio to play; `cut` on every
   interruption. A final state has no outgoing transition, so a later ACK can never undo a cut.
 - Rule 5 for function calls: a call has no audio, so it is heard once complete, and complete
-  only when its stream is: `CommitCall` is emitted by `complete` alone (before the terminal).
-  Every other way out of `generating` (barge-in, cancel, truncate, failure) ends the response
-  without it, so a call cut before its arguments were complete never reaches the history.
+  only when its stream ended on its own: `CommitCall` is emitted by `complete` without a
+  reason alone (before the terminal). Every other way out of `generating` (barge-in, cancel,
+  truncate, failure, and `complete` with a reason: the budget cut the call's arguments) ends
+  the response without it, so a call cut before its arguments were complete never reaches the
+  history.
 - Rule 8: `fail` ends a generating response as `failed` with the backend's reason.
 - An adopted preemptive response (`adopt`) starts generating without `OpenStream`: its
   stream was started before its turn was committed (orchestrator/session/turns/preemption.py); from
@@ -53,6 +60,7 @@ from statecharts.effects import (
     SendResponseDone,
 )
 from statecharts.response_events import ResponseEvent
+from statecharts.vocabulary import IncompleteReason
 
 
 class ResponseChart(Chart):
@@ -127,15 +135,22 @@ class ResponseChart(Chart):
             return [ForwardOutput(self.response_id, chunk)]
         return []
 
-    def _on_complete(self) -> None:
-        self.emit(CommitCall(self.response_id))
-        self._done("completed", None)
+    def _ended(self, reason: IncompleteReason | None) -> None:
+        """Rule 3's terminal of a stream that ended on its own; rule 5's call commit, only
+        when nothing cut it short."""
+        if reason is None:
+            self.emit(CommitCall(self.response_id))
+            self._done("completed", None)
+        else:
+            self._done("incomplete", reason)
+
+    def _on_complete(self, reason: IncompleteReason | None = None) -> None:
+        self._ended(reason)
         self._finished(audio_pending=True)
 
-    def _on_complete_unheard_nothing(self) -> None:
+    def _on_complete_unheard_nothing(self, reason: IncompleteReason | None = None) -> None:
         # Nothing to play (text only, a call, or empty): heard as soon as it is complete.
-        self.emit(CommitCall(self.response_id))
-        self._done("completed", None)
+        self._ended(reason)
         self._finished(audio_pending=False)
         self._commit("full")
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from statecharts.base import ChartEvent
+from statecharts.vocabulary import IncompleteReason
 
 __all__ = [
     "Adopt",
@@ -54,8 +55,12 @@ class Output(ResponseEvent):
 
 @dataclass(frozen=True, slots=True)
 class Complete(ResponseEvent):
+    """The backend stream ended on its own; `reason`: the pipeline's own limit cut the reply
+    short (the response ends `incomplete`), None: it ended where the model ended it."""
+
     name: ClassVar[str] = "complete"
     audio_pending: bool = False
+    reason: IncompleteReason | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from typing import Literal
 
 __all__ = [
     "Heard",
+    "IncompleteReason",
     "InterruptionMode",
     "OverlapDecisionKind",
     "OverlapReason",
@@ -23,6 +24,10 @@ __all__ = [
 # How a response ended (its `response.done` status); the wire adds `in_progress` for a
 # response still running (orchestrator/protocol/response.py `ResponseStatus`).
 TerminalStatus = Literal["completed", "cancelled", "failed", "incomplete"]
+# Why a reply that ended on its own is `incomplete` (OpenAI's reasons): the output budget ran
+# out (the request's `max_output_tokens`, or a pipeline stage's own room), or a safety filter
+# cut it (no pipeline sends that one yet).
+IncompleteReason = Literal["max_output_tokens", "content_filter"]
 # What the overlap's latest partial transcript says (orchestrator/session/turns/overlap.py):
 # none back yet, words that are not backchannels, an interrupt word ("wait", "stop": `urgent`,
 # which decides at once whatever `min_speech_ms` says), only backchannels, or nothing at all

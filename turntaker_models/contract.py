@@ -16,6 +16,18 @@ Outputs, streamed (a response may carry any of them; the last one has the final 
 - `TOOL_CALL`     TYPE_STRING [1]  JSON `ToolCallDelta` below (optional; "" or absent: none):
                                    the next piece of the model's function call. Never spoken,
                                    never in `TEXT_DELTA`.
+- `END_REASON`    TYPE_STRING [1]  an `EndReason` below (optional; "" or absent: none): the
+                                   pipeline's own limit cut the answer short, so the stream
+                                   ends before the model ended it. Any response of the stream
+                                   may carry it (a stage that knows it sends it at once, ahead
+                                   of audio still being made); a stream that carries none
+                                   ended where the model ended it.
+
+End reasons (`EndReason`, OpenAI's reasons for an `incomplete` response): "max_output_tokens",
+the output budget ran out: the request's `max_tokens` (or the context left), or a stage's own
+room (the Qwen3-Omni Talker's KV slot, which ends the audio there); "content_filter", a safety
+filter cut the answer (no stage sends it yet). A generation that ends on its own at the very
+token the budget allows (its end-of-turn token, a call's closing) has no end reason.
 
 Function calling (`GenerationParameters.tools`): at most one call per generation, after any
 spoken text; once a call has started nothing more is spoken. The call's first delta names the
@@ -94,6 +106,10 @@ class ToolSpec(msgspec.Struct, frozen=True):
 # "function": exactly the function `tool_name` names (OpenAI's `{type: "function", name}`).
 ToolChoice = Literal["auto", "none", "required", "function"]
 
+# `END_REASON`: why the pipeline cut the answer short (see the module docstring).
+EndReason = Literal["max_output_tokens", "content_filter"]
+END_REASONS: tuple[EndReason, ...] = ("max_output_tokens", "content_filter")
+
 
 class ToolCallDelta(msgspec.Struct, frozen=True):
     """One `TOOL_CALL` output: `name` in a call's first delta only ("" after)."""
@@ -165,6 +181,17 @@ def decode_tool_call(raw: bytes) -> ToolCallDelta | None:
         return _tool_call_decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise ContractError(f"TOOL_CALL: {error}") from None
+
+
+def decode_end_reason(raw: bytes) -> EndReason | None:
+    """An `END_REASON` output; None for an empty one (the stream was not cut short here)."""
+    text = raw.decode(errors="replace").strip()
+    if not text:
+        return None
+    for reason in END_REASONS:
+        if text == reason:
+            return reason
+    raise ContractError(f"END_REASON: {text!r} is not one of {', '.join(END_REASONS)}")
 
 
 def encode(value: Conversation | GenerationParameters | ToolCallDelta) -> bytes:

@@ -110,28 +110,34 @@ def pipeline_outputs(
     text: str | bytes,
     audio: npt.NDArray[np.float32] = NO_AUDIO,
     tool_call: str | bytes | None = None,
+    end_reason: str | bytes | None = None,
 ) -> dict[str, npt.NDArray[Any]]:
     """One response of the pipeline contract: a text delta and an audio chunk, both always
     present (either may be empty), as every stage that ends a pipeline sends them; and
-    `TOOL_CALL` (JSON contract.ToolCallDelta, b"" for none) unless `tool_call` is None, for a
-    stage whose config declares it (an ensemble pairs outputs by response: a stage that has
-    the output sends it in every response)."""
+    `TOOL_CALL` (JSON contract.ToolCallDelta, b"" for none) unless `tool_call` is None, and
+    `END_REASON` (contract.EndReason, b"" for none) unless `end_reason` is None, for a stage
+    whose config declares them (an ensemble pairs outputs by response: a stage that has an
+    output sends it in every response)."""
     outputs = {
         "TEXT_DELTA": text_tensor(text),
         "AUDIO_CHUNK": np.ascontiguousarray(audio, dtype=np.float32),
     }
     if tool_call is not None:
         outputs["TOOL_CALL"] = text_tensor(tool_call)
+    if end_reason is not None:
+        outputs["END_REASON"] = text_tensor(end_reason)
     return outputs
 
 
 class PipelineSink:
     """One request's `Reply`, speaking the pipeline contract's outputs (`null`, `tts`);
-    `tool_calls`: the model has the TOOL_CALL output, in every response (b"" for none)."""
+    `tool_calls` / `end_reasons`: the model has the TOOL_CALL / END_REASON output, in every
+    response (b"" for none)."""
 
-    def __init__(self, reply: Reply, tool_calls: bool = False) -> None:
+    def __init__(self, reply: Reply, tool_calls: bool = False, end_reasons: bool = False) -> None:
         self.reply = reply
         self.tool_calls = tool_calls
+        self.end_reasons = end_reasons
 
     def send(
         self,
@@ -139,11 +145,15 @@ class PipelineSink:
         audio: npt.NDArray[np.float32] = NO_AUDIO,
         final: bool = False,
         tool_call: bytes = b"",
+        end_reason: bytes = b"",
     ) -> None:
         if tool_call and not self.tool_calls:
             raise ValueError("this model has no TOOL_CALL output")
+        if end_reason and not self.end_reasons:
+            raise ValueError("this model has no END_REASON output")
         call = tool_call if self.tool_calls else None
-        self.reply.send(pipeline_outputs(text, audio, call), final=final)
+        reason = end_reason if self.end_reasons else None
+        self.reply.send(pipeline_outputs(text, audio, call, reason), final=final)
 
     def error(self, message: str) -> None:
         self.reply.fail(message)

@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-from statecharts.vocabulary import TerminalStatus
+from statecharts.vocabulary import IncompleteReason, TerminalStatus
 
 from .items import Item
 from .session_config import AudioFormat, MaxTokens, Modality
@@ -27,7 +27,8 @@ __all__ = [
 
 # A response still running, or how it ended (the charts' `TerminalStatus`, defined once).
 ResponseStatus = Literal["in_progress", TerminalStatus]
-StatusReason = Literal["turn_detected", "client_cancelled", "max_output_tokens", "content_filter"]
+# A `cancelled` response's reason, or an `incomplete` one's (the charts' `IncompleteReason`).
+StatusReason = Literal["turn_detected", "client_cancelled", IncompleteReason]
 
 
 class StatusError(msgspec.Struct, frozen=True, kw_only=True):

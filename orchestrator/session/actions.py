@@ -128,6 +128,14 @@ SessionEndCause = Literal[
 
 
 @dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The step ends at a turn boundary (orchestrator/session/core.py rule 9): once its events
+    are out, the session's state (`SessionCore.state`) is worth keeping where another process
+    can take the session over (orchestrator/session/resume/snapshot.py). Carried out after the
+    step's events, as `SessionEnd` is, so the snapshot's journal holds them."""
+
+
+@dataclass(frozen=True, slots=True)
 class SessionEnd:
     """How a session ends, the one type for it: the WebSocket close code and reason, and the
     metrics label. Chosen only by orchestrator/session/ending.py. As an action: close the
@@ -150,4 +158,5 @@ Action = (
     | ArmTimer
     | CancelTimer
     | SessionEnd
+    | Checkpoint
 )

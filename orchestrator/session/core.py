@@ -35,6 +35,10 @@ acts):
    part), and the core carries that out in order. Only `Responses` feeds a response chart.
 8. Input processing sees the client's audio before any part does, and every step's events as
    they leave (`_flush`), so its reference is exactly what the client was told to play.
+9. Turn boundaries: a step whose events commit a user turn, end a response, update the
+   session, truncate, add or delete an item, or whose input is a turn's transcript, ends with
+   one `Checkpoint` (after its events: orchestrator/session/actions.py). Between two of them
+   nothing another process needs has changed but a live response, which a takeover ends.
 """
 
 from __future__ import annotations
@@ -52,7 +56,12 @@ from orchestrator.protocol.session_config import (
     SessionConfig,
 )
 from orchestrator.session import ending
-from orchestrator.session.actions import CancelBackend, InferenceRequest, StartBackend
+from orchestrator.session.actions import (
+    CancelBackend,
+    Checkpoint,
+    InferenceRequest,
+    StartBackend,
+)
 from orchestrator.session.core_echo import InputDsp, InputProcessing, check
 from orchestrator.session.core_history import History
 from orchestrator.session.core_live import LiveResponse
@@ -64,6 +73,7 @@ from orchestrator.session.core_types import (
     CoreConfig,
     CoreErrorCode,
     CoreInput,
+    CoreState,
     PreemptNoted,
     Step,
 )
@@ -100,6 +110,16 @@ from statecharts.session import SessionChart
 
 __all__ = ["CoreConfig", "CoreErrorCode", "CoreInput", "SessionCore", "Step"]
 
+# Rule 9: server events that mark a turn boundary.
+_BOUNDARIES = (
+    se.InputAudioBufferCommitted,
+    se.ResponseDone,
+    se.SessionUpdated,
+    se.ConversationItemTruncated,
+    se.ConversationItemDone,
+    se.ConversationItemDeleted,
+)
+
 # Client events that change what a preemptive response was given.
 _CONTEXT_EVENTS = (
     ce.SessionUpdate,
@@ -125,14 +145,18 @@ class SessionCore:
         self._tools = Tools(self._out, self._ids, self._history.conversation)
         self._responses = Responses(self._out, self._ids, self._current_settings)
         self._processing = InputProcessing(self.config.processors)
+        self._transcribed = False  # rule 9: this step stored a turn's transcript
 
     def _current_settings(self) -> SessionConfig:
         return self.settings
 
     def _flush(self) -> Step:
-        """Rule 8: the step's events leave, and the echo's reference hears them."""
+        """Rule 8: the step's events leave, and the echo's reference hears them; rule 9."""
         step = self._out.flush()
         self._processing.heard(step.events, self._now_ms)
+        if self._transcribed or any(isinstance(e, _BOUNDARIES) for e in step.events):
+            self._transcribed = False
+            step = Step(step.events, (*step.actions, Checkpoint()), step.notes)
         return step
 
     # What tests and metrics read ----------------------------------------------------------
@@ -186,6 +210,26 @@ class SessionCore:
         self._clock(now_ms)
         self._out.send(self.env.session_created(self.settings, self.config.model))
         return self._flush()
+
+    # Takeover (orchestrator/session/resume/snapshot.py) ----------------------------------
+    def state(self) -> CoreState:
+        """What another process needs to go on with this session: settings, conversation,
+        the id counter, and the responses still live (which it will have to end)."""
+        return CoreState(self.settings, self.conversation.items, self._ids.count, tuple(self.live))
+
+    @classmethod
+    def restore(
+        cls, session_id: str, state: CoreState, config: CoreConfig | None = None
+    ) -> SessionCore:
+        """A core that goes on from `state` (taken by `state()` in another process): no event
+        is sent (the client knows this session), nothing is live, and new ids follow the old
+        ones."""
+        core = cls(session_id, config)
+        core._configure(state.settings)
+        for item in state.items:
+            core.conversation.add(item)
+        core._ids.count = state.next_id
+        return core
 
     def handle(self, event: CoreInput, now_ms: int | None = None) -> Step:
         """One input, with the caller's clock (ms, monotonic) when it has one."""
@@ -268,7 +312,7 @@ class SessionCore:
             # Text that no audio carries is heard only as the whole reply's transcript.
             transcript = self._responses.done(live, event.output_tokens)
             pending = self._history.generated(rid, transcript, live.audio, self._now_ms)
-            self._run_response(rid, rev.Complete(pending))
+            self._run_response(rid, rev.Complete(pending, event.reason))
             if pending:
                 self._history.arm_playout(self._responses.playing())
         elif isinstance(event, BackendFailed):
@@ -288,6 +332,7 @@ class SessionCore:
             self._ask(self._turns.turn_heard(ready))
         else:
             self._history.transcript(ready)
+            self._transcribed = True
 
     def _timer(self, fired: TimerFired) -> None:
         if fired.kind == "playout":
@@ -350,6 +395,11 @@ class SessionCore:
         if problem is not None:
             self._out.error("invalid_value", problem.message, problem.param)
             return
+        self._configure(settings)
+        self._out.send(self.env.session_updated(self.settings, self.config.model))
+
+    def _configure(self, settings: SessionConfig) -> None:
+        """Settings checked already (a `session.update`, or a snapshot's) take effect."""
         self.settings = settings
         self._processing.configure(settings, self._turns.input.clock_ms)
         self._history.configure(self.settings.truncation)
@@ -364,7 +414,6 @@ class SessionCore:
             preemptive=vad is not None and vad.preemptive,
         )
         self._turns.configure(vad)
-        self._out.send(self.env.session_updated(self.settings, self.config.model))
 
     def _truncate(self, item_id: str, content_index: int, audio_end_ms: int) -> None:
         rid = self._history.truncatable(item_id, audio_end_ms)
@@ -581,7 +630,10 @@ class SessionCore:
                 self._forward(live, effect.chunk)
             elif isinstance(effect, fx.SendResponseDone):
                 self._tools.end_output(live, effect.status, effect.reason)
-                if effect.status == "completed" and live.call is None:
+                # A reply cut short (`incomplete`) has no call to run: its call was cut too.
+                if effect.status == "incomplete" or (
+                    effect.status == "completed" and live.call is None
+                ):
                     self._turns.arm_idle(self._history.playout_ends_at(rid, self._now_ms))
             elif isinstance(effect, fx.CommitCall):
                 self._tools.commit_call(live)

@@ -78,14 +78,14 @@ class Ids:
     def __init__(self, session_id: str, taken: Callable[[str], bool]) -> None:
         self._session_id = session_id
         self._taken = taken
-        self._ids = 0
+        self.count = 0  # ids handed out so far (a takeover goes on from another's count)
         self._tokens = 0
 
     def new(self, prefix: str) -> str:
         # Clients may pick any item id, ours included (they are easy to predict): skip taken ones.
         while True:
-            self._ids += 1
-            candidate = f"{prefix}_{self._session_id}_{self._ids}"
+            self.count += 1
+            candidate = f"{prefix}_{self._session_id}_{self.count}"
             if not self._taken(candidate):
                 return candidate
 

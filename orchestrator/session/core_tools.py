@@ -23,8 +23,9 @@ Rules
 3. Fencing and one terminal, unchanged: a call's pieces are its response chart's `output`,
    forwarded only while generating (rule 2), and the one terminal closes the call: complete
    (`response.function_call_arguments.done`, the item `completed`) only by `complete`;
-   cancelled, cut or failed, its item is `incomplete` and no `arguments.done` is sent, since
-   the arguments so far are no call to run.
+   cancelled, cut or failed, or cut short by the output budget (`incomplete`), its item is
+   `incomplete` and no `arguments.done` is sent, since the arguments so far are no call to
+   run.
 4. History (rule 5 for calls): the call's slot is opened empty (an empty boundary) when the
    call starts, right after the response's message, and is filled with the call at
    `CommitCall`, which the chart emits only at `complete` (a call has no audio: heard once
@@ -35,7 +36,8 @@ Rules
    They belong to the turn they follow and are pruned with it
    (orchestrator/session/history/conversation.py).
 6. A response that ended with a complete call arms no idle timer: the client is running the
-   function; its output and a `response.create` follow.
+   function; its output and a `response.create` follow. An `incomplete` one arms it: its call,
+   if any, was cut.
 7. A `call_id` is `call_` and 16 random letters and digits, like OpenAI's.
 """
 
@@ -126,7 +128,7 @@ class Tools:
     def _start_call(self, live: LiveResponse, name: str) -> LiveCall:
         rid = live.chart.response_id
         if live.message:
-            live.message_closed = self._close_message(live, completed=True)
+            live.message_closed = self._close_message(live, "completed")
         out = CallOutput(self._ids.new("item"), new_call_id(), name, 1 if live.message else 0)
         previous = None
         if live.in_conversation:
@@ -137,12 +139,12 @@ class Tools:
         self._out.send_all(output_events(live, self._env.call_started(rid, out, previous)))
         return LiveCall(out)
 
-    def _close_message(self, live: LiveResponse, completed: bool) -> wire.MessageItem:
+    def _close_message(self, live: LiveResponse, status: ResponseStatus) -> wire.MessageItem:
         """The reply's message item closing events (sent), and the item as they sent it."""
         events, item = self._env.message_done(
             live.chart.response_id,
             live.item_id,
-            completed,
+            status,
             transcript="".join(live.text_parts),
             audio=live.audio,
             previous_item_id=previous_id(self._conversation, live.item_id),
@@ -171,7 +173,7 @@ class Tools:
         if live.message_closed is not None:
             output.append(live.message_closed)
         elif live.message:
-            output.append(self._close_message(live, completed))
+            output.append(self._close_message(live, status))
         if live.call is not None:
             arguments = "".join(live.call.arguments)
             previous = previous_id(self._conversation, live.call.out.item_id)

@@ -16,6 +16,7 @@ from typing import Literal
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import server as se
 from orchestrator.protocol.errors import ProtocolError
+from orchestrator.protocol.session_config import SessionConfig
 from orchestrator.session.actions import Action
 from orchestrator.session.echo.processors import Processors
 from orchestrator.session.echo.webrtc import WebRtcProcessors
@@ -117,6 +118,17 @@ class Step:
         return Step(
             self.events + other.events, self.actions + other.actions, self.notes + other.notes
         )
+
+
+@dataclass(frozen=True, slots=True)
+class CoreState:
+    """What a session core hands another process to go on (`SessionCore.state`, `restore`;
+    orchestrator/session/resume/snapshot.py encodes it)."""
+
+    settings: SessionConfig
+    items: tuple[conv.Item, ...]
+    next_id: int  # the id counter: new ids follow it
+    live: tuple[str, ...] = ()  # responses generating or playing
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from orchestrator.protocol.response import (
     ResponseStatus,
     StatusDetails,
     StatusError,
+    StatusReason,
     Usage,
 )
 from orchestrator.protocol.session_config import Modality, SessionConfig
@@ -33,6 +34,10 @@ from orchestrator.session.inputs import CloseRequested, TranscriptReady
 OutEvent = se.ServerEvent
 
 _CANCEL_REASONS = {"turn_detected": "turn_detected", "client_cancelled": "client_cancelled"}
+_INCOMPLETE_REASONS: dict[str, StatusReason] = {
+    "max_output_tokens": "max_output_tokens",
+    "content_filter": "content_filter",
+}
 
 
 def wire_item(item: conv.Item, status: wire.ItemStatus = "completed") -> wire.Item:
@@ -272,22 +277,24 @@ class Envelope:
         self,
         rid: str,
         item_id: str,
-        completed: bool,
+        status: ResponseStatus,
         *,
         transcript: str,
         audio: bool,
         previous_item_id: str | None = None,
     ) -> tuple[list[OutEvent], wire.MessageItem]:
-        """The message item's closing events (its content's `.done` ones only when it was
-        completed), and the item as they sent it."""
+        """The message item's closing events, and the item as they sent it: `completed` only
+        when its response is; its content's `.done` ones when the reply ended on its own
+        (`completed`, or `incomplete`: cut short by the output budget, what it said is all it
+        says, and OpenAI closes its content so too), not when it was cancelled or failed."""
         part: wire.ContentPart = (
             wire.OutputAudio(transcript=transcript) if audio else wire.OutputText(text=transcript)
         )
-        status: wire.ItemStatus = "completed" if completed else "incomplete"
-        item = wire.MessageItem(id=item_id, status=status, role="assistant", content=(part,))
+        item_status: wire.ItemStatus = "completed" if status == "completed" else "incomplete"
+        item = wire.MessageItem(id=item_id, status=item_status, role="assistant", content=(part,))
         ids = {"response_id": rid, "item_id": item_id, "output_index": 0, "content_index": 0}
         out: list[OutEvent] = []
-        if completed:
+        if status in ("completed", "incomplete"):
             if audio:
                 out.append(se.ResponseOutputAudioDone(**ids))  # type: ignore[arg-type]
                 out.append(se.ResponseOutputAudioTranscriptDone(transcript=transcript, **ids))  # type: ignore[arg-type]
@@ -361,6 +368,11 @@ class Envelope:
         if status == "failed":
             details = StatusDetails(
                 type="failed", error=StatusError(type="server_error", message=reason)
+            )
+        elif status == "incomplete":
+            details = StatusDetails(
+                type="incomplete",
+                reason=_INCOMPLETE_REASONS.get(reason or "", "max_output_tokens"),
             )
         elif status != "completed":
             details = StatusDetails(

@@ -14,6 +14,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from statecharts.vocabulary import IncompleteReason
+
 
 @dataclass(frozen=True, slots=True)
 class VadSpeechStarted:
@@ -94,9 +96,13 @@ class BackendToolCall:
 
 @dataclass(frozen=True, slots=True)
 class BackendDone:
+    """The stream ended on its own; `reason`: the pipeline's `END_REASON`, its own limit cut
+    the reply short (the response ends `incomplete`), None: it ended where the model did."""
+
     response_id: str
     seq: int
     output_tokens: int = 0
+    reason: IncompleteReason | None = None
 
 
 @dataclass(frozen=True, slots=True)

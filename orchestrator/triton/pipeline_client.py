@@ -22,8 +22,10 @@ from tritonclient.utils import InferenceServerException
 
 from turntaker_models.contract import (
     Conversation,
+    EndReason,
     GenerationParameters,
     ToolCallDelta,
+    decode_end_reason,
     decode_tool_call,
     encode,
 )
@@ -49,6 +51,9 @@ class PipelineChunk:
     received_at: float
     # The next piece of the model's function call, if this response carries one.
     tool_call: ToolCallDelta | None = None
+    # The pipeline's `END_REASON`, if this response carries one: its own limit cut the answer
+    # short (the stream's end reason; contract.py).
+    end_reason: EndReason | None = None
 
 
 class PipelineError(RuntimeError):
@@ -101,10 +106,23 @@ def chunk_from_result(result: Any, received_at: float) -> PipelineChunk:
         if raw.size:
             value = raw[0]
             tool_call = decode_tool_call(value if isinstance(value, bytes) else str(value).encode())
+    end_reason = None
+    if "END_REASON" in names:
+        raw = result.as_numpy("END_REASON").reshape(-1)
+        if raw.size:
+            value = raw[0]
+            end_reason = decode_end_reason(
+                value if isinstance(value, bytes) else str(value).encode()
+            )
     final_param = response.parameters.get("triton_final_response")
     final = bool(final_param.bool_param) if final_param is not None else False
     return PipelineChunk(
-        text=text, audio=audio, final=final, received_at=received_at, tool_call=tool_call
+        text=text,
+        audio=audio,
+        final=final,
+        received_at=received_at,
+        tool_call=tool_call,
+        end_reason=end_reason,
     )
 
 

@@ -218,7 +218,8 @@ def test_a_drop_mid_answer_resumes_and_the_answer_plays_on_exactly_once(
         for e in tt["events"]
         if e["dir"] == "<" and e["type"] == "response.done" and e.get("response_id") == rid
     ]
-    assert [e["status"] for e in done] == ["completed"], done
+    # An 80-token answer may end at the budget: `incomplete` (max_output_tokens), still once.
+    assert [e["status"] for e in done] in (["completed"], ["incomplete"]), done
     assert tt["received"][rid] == total, "the page handed the worklet each sample once"
     ack = page_acks.final(tt, rid)
     assert ack["samples"] == total, page_acks.of(tt, rid)

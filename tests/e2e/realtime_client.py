@@ -26,6 +26,7 @@ from bench.speech import RATE, Audio, pcm16, silence
 from bench.speech import flite as flite_speech
 
 __all__ = [
+    "ENDED",
     "RATE",
     "WIRE_SAMPLES",
     "Audio",
@@ -40,6 +41,11 @@ __all__ = [
     "transcribe",
     "wire_shape",
 ]
+
+# How a reply that ended on its own ends (neither cancelled nor failed): `completed`, or
+# `incomplete` when the pipeline's own limit cut it short (a test's small max_output_tokens
+# often does, and the tiny random Qwen3-Omni always: status_details names the reason).
+ENDED = ("completed", "incomplete")
 
 # Every server event that the tests' RawSessions receive, one sample per shape (`wire_shape`):
 # tests/e2e/test_wire_parity_e2e.py runs them through the client SDKs' own schemas. Bounded:

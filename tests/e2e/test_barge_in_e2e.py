@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.service.serve import BackgroundServer
-from tests.e2e.realtime_client import RawSession, flite_speech, raw_session, silence
+from tests.e2e.realtime_client import ENDED, RawSession, flite_speech, raw_session, silence
 
 ROUNDS = 20
 
@@ -151,7 +151,7 @@ def test_twenty_barge_ins_after_generation_with_audio_unacknowledged(
         for _ in range(ROUNDS):
             done = session.until("response.done", timeout_s=90)
             assert done["response"]["id"] == rid
-            assert done["response"]["status"] == "completed", done["response"]
+            assert done["response"]["status"] in ENDED, done["response"]
             # The client has not acknowledged the audio: it is still "playing".
             session.append(interruption)
             cleared = session.until("output_audio_buffer.cleared", timeout_s=30)
@@ -162,11 +162,11 @@ def test_twenty_barge_ins_after_generation_with_audio_unacknowledged(
         session.until("response.done", timeout_s=90)
         session.drain()
         _check_fencing_and_terminals(session.events, interrupted)
-        # A completed response already had its terminal: the barge-in adds no second one.
+        # A response that ended on its own already had its terminal: the barge-in adds none.
         for old in interrupted:
             statuses = [
                 e["response"]["status"]
                 for e in session.of("response.done")
                 if e["response"]["id"] == old
             ]
-            assert statuses == ["completed"], (old, statuses)
+            assert len(statuses) == 1 and statuses[0] in ENDED, (old, statuses)

@@ -120,6 +120,16 @@ test("the audio, its item and a completed response go to the player", () => {
   ]);
 });
 
+test("a reply cut short by the server's limits (incomplete) or failed still plays to its end", () => {
+  // Was: only "completed" told the player, so an incomplete reply never finished playing
+  // and its final ACK never went out.
+  for (const status of ["incomplete", "failed"]) {
+    const { page, calls } = setup();
+    dispatch(page, { type: "response.done", response: { id: "r1", status } });
+    assert.deepEqual(calls, [["status", "responseState", status], ["done", "r1"]]);
+  }
+});
+
 test("rule 4: an event type not in the table does nothing", () => {
   const { page, calls } = setup();
   dispatch(page, { type: "playback.acknowledged", response_id: "r1" });

@@ -16,6 +16,7 @@ from statecharts.effects import (
     SendResponseDone,
 )
 from statecharts.response import ResponseChart
+from statecharts.response_events import Complete, Played
 
 
 def chart_for(rid: str = "r1") -> ResponseChart:
@@ -105,6 +106,38 @@ def test_rule3_exactly_one_terminal(events: list[str]) -> None:
         else:
             terminals += dones(chart.handle(event))
     assert len(terminals) == 1
+
+
+@pytest.mark.parametrize("audio_pending", [True, False])
+def test_rule3_complete_with_an_end_reason_ends_incomplete_with_that_reason(
+    audio_pending: bool,
+) -> None:
+    # Was: every stream that ended on its own was `completed`, also when the pipeline's own
+    # limit (max_output_tokens, the Talker's slot) cut the reply short.
+    chart = generating()
+    effects = chart.feed(Complete(audio_pending, "max_output_tokens"))
+    assert dones(effects) == [SendResponseDone("r1", "incomplete", "max_output_tokens")]
+    assert chart.status == "incomplete"
+    assert [e for e in effects if isinstance(e, ResponseFinished)] == [
+        ResponseFinished("r1", audio_pending)
+    ]
+    assert dones(chart.handle("barge_in")) == [], "one terminal: draining sent it already"
+
+
+def test_rule5_an_incomplete_reply_is_heard_as_a_completed_one() -> None:
+    # What was generated is what was played: a reply cut by the budget drains and is heard.
+    chart = generating()
+    effects = chart.feed(Complete(audio_pending=True, reason="max_output_tokens"))
+    assert not [e for e in effects if isinstance(e, CommitHistory)]
+    assert chart.feed(Played()) == [CommitHistory("r1", "full"), ResponseSettled("r1")]
+    text_only = generating("r2").feed(Complete(reason="max_output_tokens"))
+    assert CommitHistory("r2", "full") in text_only
+
+
+@pytest.mark.parametrize("audio_pending", [True, False])
+def test_rule5_a_call_the_budget_cut_is_never_committed(audio_pending: bool) -> None:
+    effects = generating().feed(Complete(audio_pending, "max_output_tokens"))
+    assert not [e for e in effects if isinstance(e, CommitCall)]
 
 
 def test_rule4_cancel_before_start_is_cancelled_and_never_starts() -> None:

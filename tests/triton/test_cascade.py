@@ -335,3 +335,16 @@ def test_cascade_text_rides_with_the_chunk_where_its_audio_ends(
     first_audio = next(c for c in chunks if c.audio.size)
     assert not first_audio.text, "the first chunk carried text"
     assert sum(1 for e in text_ends if e <= alone.shape[0]) >= min(3, len(first.split()))
+
+
+def test_cascade_answer_max_tokens_cut_ends_with_its_end_reason_after_its_audio(
+    triton_server: TritonServer,
+) -> None:
+    # END_REASON travels llm -> tts (contract.py): 3 tokens cannot finish this answer, so the
+    # llm says why it stopped, and tts passes that on after the audio of the words before it.
+    chunks = run(triton_server, written(LONG_QUESTION, GenerationParameters(max_tokens=3)))
+    reasons = [i for i, c in enumerate(chunks) if c.end_reason]
+    assert [chunks[i].end_reason for i in reasons] == ["max_output_tokens"]
+    assert max(i for i, c in enumerate(chunks) if c.audio.size) < reasons[0]
+    whole = run(triton_server, written(QUESTION, GenerationParameters(max_tokens=64)))
+    assert not any(c.end_reason for c in whole), "an answer the model ended has no end reason"

@@ -315,3 +315,16 @@ def test_bad_conversation_is_an_error(
     inputs = [raw if i.name() == "CONVERSATION" else i for i in inputs]
     message = _raw_stream(triton_server, inputs)
     assert expected in message, message
+
+
+def test_an_answer_max_tokens_cut_carries_its_end_reason_through_the_ensemble(
+    triton_server: TritonServer,
+) -> None:
+    # END_REASON travels thinker -> talker -> code2wav (contract.py): the tiny random thinker
+    # never ends on its own within 4 tokens, so max_tokens ends it, and the stream says so once.
+    request = PipelineRequest("omni-cut", HELLO, parameters=GenerationParameters(max_tokens=4))
+    with PipelineStream(triton_server.grpc_url, MODEL) as stream:
+        stream.start(request)
+        chunks = list(stream.chunks(timeout_s=60.0))
+    assert [c.end_reason for c in chunks if c.end_reason] == ["max_output_tokens"]
+    assert any(c.audio.size for c in chunks) and chunks[-1].final

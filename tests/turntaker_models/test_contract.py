@@ -13,6 +13,7 @@ from turntaker_models.contract import (
     Message,
     TextPart,
     decode_conversation,
+    decode_end_reason,
     decode_parameters,
     encode,
     split_audio,
@@ -71,3 +72,10 @@ def test_audio_part_pointing_past_the_segments_is_refused() -> None:
 def test_negative_audio_length_is_named() -> None:
     with pytest.raises(ContractError, match=r"AUDIO_LENGTHS\[1\] is -50"):
         split_audio(np.zeros(100, np.float32), np.array([150, -50], np.int32), _conversation())
+
+
+def test_end_reason_is_none_when_empty_and_one_of_openais_reasons_else_named() -> None:
+    assert decode_end_reason(b"") is None
+    assert decode_end_reason(b"max_output_tokens") == "max_output_tokens"
+    with pytest.raises(ContractError, match="END_REASON: 'length' is not one of"):
+        decode_end_reason(b"length")

@@ -14,6 +14,10 @@ Rules:
   carrying one has "" in TEXT_DELTA and SENTENCE, so a call's text never reaches tts; at most
   one call per request, after any spoken text, and the stream ends soon after the call's
   arguments close (llm.py says how calls are decoded).
+- `END_REASON` (STRING [1], contract.EndReason) is "" on every response but one: a generation
+  that max_tokens (or the context left) ended, not the model ("length"), ends with one more
+  response of its own carrying "max_output_tokens" (and "" in every other output), after all
+  of its text; tts passes it on after the audio of everything before it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from turntaker_models.cascade.prefix_cache import PrefixCache
 from turntaker_models.contract import (
     ContractError,
     Conversation,
+    EndReason,
     GenerationParameters,
     decode_conversation,
     decode_parameters,
@@ -51,7 +56,9 @@ def _one_string(tensors: Mapping[str, npt.NDArray[Any]], name: str) -> str:
     return values[0]
 
 
-def _outputs(step: Step, request_id: str, parameters: str) -> dict[str, npt.NDArray[np.object_]]:
+def _outputs(
+    step: Step, request_id: str, parameters: str, end_reason: EndReason | None = None
+) -> dict[str, npt.NDArray[np.object_]]:
     # Every response carries every output: inside `cascade` each one becomes a tts request, and
     # the ensemble only starts a step when all its inputs have a tensor of the same iteration
     # (the ensemble's own inputs exist for the first iteration only, hence PASS_*).
@@ -59,6 +66,7 @@ def _outputs(step: Step, request_id: str, parameters: str) -> dict[str, npt.NDAr
         "TEXT_DELTA": text_tensor(step.text),
         "SENTENCE": text_tensor(step.sentence),
         "TOOL_CALL": text_tensor(encode(step.tool_call) if step.tool_call is not None else b""),
+        "END_REASON": text_tensor(end_reason or ""),
         "PASS_REQUEST_ID": text_tensor(request_id),
         "PASS_PARAMETERS": text_tensor(parameters),
     }
@@ -137,6 +145,13 @@ class LlmService:
             finally:
                 # Frees the KV cache now if the loop above left the generator unfinished.
                 steps.close()
+            if stats.finish_reason == "length":
+                # The budget, not the model, ended the answer: the client is told so.
+                try:
+                    reply.send(_outputs(Step(""), request_id, raw_params, "max_output_tokens"))
+                except Exception:
+                    if not should_stop():  # as above: a send racing a cancel is a cancel
+                        raise
             if stats.finish_reason == "cancelled":
                 self.board.record_stop(request_id, STAGE)
             called = f", called {stats.tool_call}" if stats.tool_call else ""

@@ -41,16 +41,19 @@ completed, if any), and this stage streams each sentence's audio back in chunks.
   sentences before it; text still held then, which no sentence will speak, goes out just
   before it); with audio=false, or no id, it passes at once, after the request's text. A
   cancelled id passes no call either.
+- End reasons pass the same way as calls: a request's END_REASON (contract `EndReason`, the
+  llm's last response when max_tokens cut its answer) goes out as its own response, after the
+  audio and text of everything this id sent before it, so it is the id's last word.
 
 The voices (names: voices.py; Piper: piper.py; flite: flite.py), clauses, word ends and chunks
 are speech.py's; which held text goes out
 with which chunk is held_text.py's. This module is the stage: its worker threads, order,
 cancels and calls.
 
-Every data response carries all three outputs (an empty TEXT_DELTA or TOOL_CALL, a zero-size
-AUDIO_CHUNK): an ensemble only forms a response when all its requested outputs have a tensor of
-the same iteration, so a response with one output missing would be held back and misalign the
-rest.
+Every data response carries all four outputs (an empty TEXT_DELTA, TOOL_CALL or END_REASON, a
+zero-size AUDIO_CHUNK): an ensemble only forms a response when all its requested outputs have a
+tensor of the same iteration, so a response with one output missing would be held back and
+misalign the rest.
 
 Text passes through this stage at all because Triton 2.51 refuses an ensemble whose outputs come
 from two different decoupled steps, so in `cascade` the llm's text deltas reach the client
@@ -118,6 +121,8 @@ class Sink(Protocol):
 
     def tool_call(self, call: bytes, final: bool) -> None: ...
 
+    def end(self, reason: bytes, final: bool) -> None: ...
+
     def error(self, message: str) -> None: ...
 
     def final(self) -> None: ...
@@ -136,13 +141,15 @@ class SpeechJob:
     text: bytes = b""
     # The call delta to pass on (JSON ToolCallDelta), never spoken; b"" when there is none.
     tool_call: bytes = b""
+    # The end reason to pass on (contract EndReason); b"" when there is none.
+    end_reason: bytes = b""
 
     def needs_worker(self) -> bool:
-        """Whether anything but passing the text (and call) on is left: a sentence to speak,
-        a call to send after the audio before it, or an error to report in order. False for
-        the per-token requests without either and for text-only generations (audio=false),
-        which end at once."""
-        if self.tool_call and self.request_id and self.audio():
+        """Whether anything but passing the text (and call, end reason) on is left: a sentence
+        to speak, a call or an end reason to send after the audio before it, or an error to
+        report in order. False for the per-token requests without either and for text-only
+        generations (audio=false), which end at once."""
+        if (self.tool_call or self.end_reason) and self.request_id and self.audio():
             return True
         if not self.sentence.strip():
             return False
@@ -199,17 +206,21 @@ class Speaker:
         """
         speak = job.needs_worker()
         # A cancelled id passes no more text on (a board check costs ~12 µs), nor a call.
-        cancelled = bool(job.text or job.tool_call) and self.board.cancelled(job.request_id)
+        passes = job.text or job.tool_call or job.end_reason
+        cancelled = bool(passes) and self.board.cancelled(job.request_id)
         text = job.text if job.text and not cancelled else b""
         if job.request_id and job.audio():
             text = self.held.submit(job.request_id, text, sentence=speak)
         if not speak:
             call = job.tool_call if not cancelled else b""
+            reason = job.end_reason if not cancelled else b""
             if text:
-                sink.text(text, final=not call)
+                sink.text(text, final=not (call or reason))
             if call:
-                sink.tool_call(call, final=True)
-            elif not text:
+                sink.tool_call(call, final=not reason)
+            if reason:
+                sink.end(reason, final=True)
+            elif not (text or call):
                 sink.final()
             return
         if text:
@@ -293,19 +304,24 @@ class Speaker:
         sink.final()
 
     def _speak(self, job: SpeechJob, sink: Sink) -> None:
-        if job.sentence.strip() or not job.tool_call:
+        trailer = job.tool_call or job.end_reason
+        if job.sentence.strip() or not trailer:
             self._say(job, sink)
         else:
-            # A call alone: its PARAMETERS are still checked, in order, as a sentence's are.
+            # A call (or end reason) alone: its PARAMETERS are still checked, in order, as a
+            # sentence's are.
             decode_parameters(job.parameters)
-        if not job.tool_call or self._is_cancelled(job.request_id, sink):
+        if not trailer or self._is_cancelled(job.request_id, sink):
             return
-        # Everything this id sent before the call has been spoken: text still held belongs to
-        # no sentence (none comes after a call), so it goes out now, just before the call.
+        # Everything this id sent before the call (or the end) has been spoken: text still
+        # held belongs to no sentence (none comes after either), so it goes out now, before.
         rest = self.held.take_all(job.request_id)
         if rest:
             sink.text(rest, final=False)
-        sink.tool_call(job.tool_call, final=False)
+        if job.tool_call:
+            sink.tool_call(job.tool_call, final=False)
+        if job.end_reason:
+            sink.end(job.end_reason, final=False)
 
     def _say(self, job: SpeechJob, sink: Sink) -> None:
         if not job.request_id:
@@ -373,11 +389,14 @@ class ReplySink(PipelineSink):
     def tool_call(self, call: bytes, final: bool) -> None:
         self.send(b"", final=final, tool_call=call)
 
+    def end(self, reason: bytes, final: bool) -> None:
+        self.send(b"", final=final, end_reason=reason)
+
 
 class TtsService:
     """The `tts` model behind the Triton adapter: each request becomes a `SpeechJob`."""
 
-    INPUTS = ("REQUEST_ID", "TEXT_DELTA", "SENTENCE", "PARAMETERS", "TOOL_CALL")
+    INPUTS = ("REQUEST_ID", "TEXT_DELTA", "SENTENCE", "PARAMETERS", "TOOL_CALL", "END_REASON")
 
     def __init__(
         self, board: CancelBoard, workers: int = 2, voice: str = voices.DEFAULT_VOICE
@@ -393,8 +412,9 @@ class TtsService:
             parameters=first_bytes(tensors.get("PARAMETERS")),
             text=first_bytes(tensors.get("TEXT_DELTA")),
             tool_call=first_bytes(tensors.get("TOOL_CALL")),
+            end_reason=first_bytes(tensors.get("END_REASON")),
         )
-        self.speaker.submit(job, ReplySink(reply, tool_calls=True))
+        self.speaker.submit(job, ReplySink(reply, tool_calls=True, end_reasons=True))
 
     def close(self) -> None:
         self.speaker.close()

@@ -10,6 +10,12 @@ codec work: a thinker message with T_TEXT or T_TOOL_CALL becomes a talker TEXT r
 C_TEXT / C_TOOL_CALL, answered by code2wav with TEXT_DELTA / TOOL_CALL (and an empty chunk).
 Neither stage ever speaks a call: the thinker sends its deltas on TEXT messages, which carry
 no token for the talker (it only closes them in their SEQ turn).
+
+End reasons (contract END_REASON) pass the same way: the thinker's T_END_REASON (on its END)
+goes on at once as C_END_REASON of a TEXT response, answered by code2wav as END_REASON; and
+a talker stream whose slot ran out of room (talker_engine.py rule 3) sends its own,
+"max_output_tokens", on a TEXT response just before its END: the audio stopped short of the
+codec's EOS, and the client is told so.
 """
 
 from __future__ import annotations
@@ -65,11 +71,13 @@ def _codec_message(
     codes: list[int] | None = None,
     text: bytes = b"",
     tool_call: bytes = b"",
+    end_reason: bytes = b"",
 ) -> dict[str, np.ndarray[Any, Any]]:
     # Every response carries every output: the ensemble pairs code2wav's inputs by response.
     return {
         "C_TEXT": wire.text_tensor(text),
         "C_TOOL_CALL": wire.text_tensor(tool_call),
+        "C_END_REASON": wire.text_tensor(end_reason),
         "C_REQUEST_ID": wire.text_tensor(request_id),
         "C_KIND": wire.int_tensor(kind),
         "C_SEQ": wire.int_tensor(seq),
@@ -111,9 +119,14 @@ class TalkerStage:
         message = _message(tensors, "T_", reply)
         text = wire.read_text(tensors.get("T_TEXT"))
         call = wire.read_text(tensors.get("T_TOOL_CALL"))
-        if text or call:
-            # Text (and a call) must not wait behind the codec frames this stream has queued.
-            reply.send(_codec_message(message.request_id, wire.TEXT, -1, text=text, tool_call=call))
+        reason = wire.read_text(tensors.get("T_END_REASON"))
+        if text or call or reason:
+            # Text (a call, an end reason) must not wait behind the codec frames queued.
+            reply.send(
+                _codec_message(
+                    message.request_id, wire.TEXT, -1, text=text, tool_call=call, end_reason=reason
+                )
+            )
         self.workers.submit(message)
 
     def _handler(self, request_id: str) -> StreamHandler:
@@ -230,7 +243,13 @@ class _TalkerStream:
         if codes is not None:
             self._send(reply, wire.FRAME, codes)
             return
-        # Codec EOS (or the cap): code2wav flushes; later text tokens are not spoken.
+        if self.session is not None and self.session.slot_full:
+            # The slot ran out of room before the codec's EOS: the audio ends short, and the
+            # client hears why (the model's output budget, its slot, ran out).
+            reason = b"max_output_tokens"
+            reply.send(_codec_message(self.request_id, wire.TEXT, -1, end_reason=reason))
+        # Codec EOS (or the cap, or the slot's room): code2wav flushes; later text tokens are
+        # not spoken.
         self._free()
         self.silent = True
         self._send(reply, wire.END)
@@ -262,7 +281,8 @@ class Code2WavStage:
             # Answered from execute(), in arrival order: text deltas keep their order.
             text = wire.read_text(tensors.get("C_TEXT"))
             call = wire.read_text(tensors.get("C_TOOL_CALL"))
-            reply.send(pipeline_outputs(text, tool_call=call))
+            reason = wire.read_text(tensors.get("C_END_REASON"))
+            reply.send(pipeline_outputs(text, tool_call=call, end_reason=reason))
             reply.close()
             return
         self.workers.submit(message)
@@ -317,7 +337,7 @@ class _Code2WavStream:
         try:
             audio = self._handle(message)
             if audio is not None and audio.size:
-                reply.send(pipeline_outputs(b"", audio, tool_call=b""))
+                reply.send(pipeline_outputs(b"", audio, tool_call=b"", end_reason=b""))
             reply.close()
         except Cancelled:
             self.stage.loaded.board.record_stop(self.request_id, "code2wav")

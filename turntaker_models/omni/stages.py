@@ -29,6 +29,11 @@ Function calling in the thinker (contract `GenerationParameters.tools`):
   exactly one call whose arguments validate against the function's schema; the tokens the
   grammar forces are fed several per forward pass. max_tokens still holds.
 
+The end reason (contract END_REASON): a generation that max_tokens ended (the request's, or
+the context left in the stage's slot) goes out with T_END_REASON "max_output_tokens" on its
+END, unless it ended on its own at that very token (a turn token, the call's grammar done,
+the answer over: a call closed or dropped). The talker passes it on at once.
+
 Nothing of the chat template is ever spoken, sent as text or given to the talker (random
 weights write any token; a real model may echo its prompt): the decode skips special tokens,
 the turn tokens (`stop_ids`: `<|im_end|>`, and `<|im_start|>` and `<|endoftext|>`, after
@@ -306,12 +311,10 @@ class _ThinkerRun:
             for index, token in enumerate(fresh):
                 count += 1
                 constrained_done = session.constraint is not None and session.constraint.done
-                final = (
-                    token in stage.stop_ids
-                    or count >= params.max_tokens
-                    or (index == len(fresh) - 1 and constrained_done)
-                )
-                if emitter.push(token, final):
+                ended = token in stage.stop_ids or (index == len(fresh) - 1 and constrained_done)
+                # The budget, not the model, ended it: the answer is cut short.
+                cut = count >= params.max_tokens and not ended
+                if emitter.push(token, ended or cut, cut):
                     return
             room = params.max_tokens - count - 1
             token = session.step(*fresh)
@@ -329,7 +332,8 @@ class _Emitter:
     """One generation's tokens in, the thinker's messages out, in stream order: the spoken
     text with START (the talker's conditioning, with the first token spoken) or TOKEN for each
     token whose text was spoken (TEXT when none was), then each call delta on its own TEXT
-    message, then END (with the last step's text if nothing followed it)."""
+    message, then END (with the last step's text if nothing followed it, and the end reason
+    when the budget cut the answer)."""
 
     def __init__(
         self,
@@ -345,23 +349,26 @@ class _Emitter:
         self.sender = sender
         self.started = False
 
-    def push(self, token: int, final: bool) -> bool:
-        """Sends what `token` (the generation's last if `final`) gives; True after END."""
+    def push(self, token: int, final: bool, cut: bool = False) -> bool:
+        """Sends what `token` (the generation's last if `final`; `cut`: the budget ended the
+        generation there) gives; True after END."""
         said = self.answer.push(token, final)
         spoken, released, calls = said.text, said.tokens, said.calls
         done = final or self.answer.over
+        # An answer over at this token ended on its own (a call closed, or dropped).
+        reason = "max_output_tokens" if cut and not self.answer.over else ""
         if done and released and released[-1] == token:
             # The token that ends the generation is not spoken (the talker goes on to
             # tts_eos); the tokens held back before it are (text decided only at the end).
             released = released[:-1]
         if done and not calls and not released:
-            self.sender.emit(wire.END, spoken)
+            self.sender.emit(wire.END, spoken, end_reason=reason)
             return True
         self._speak(spoken, released)
         for delta in calls:
             self.sender.emit(wire.TEXT, "", tool_call=encode(delta))
         if done:
-            self.sender.emit(wire.END, "")
+            self.sender.emit(wire.END, "", end_reason=reason)
         return done
 
     def _speak(self, text: str, tokens: tuple[int, ...]) -> None:
@@ -394,6 +401,7 @@ class _ThinkerSender:
         text: str,
         rows: TalkerStart | torch.Tensor | None = None,
         tool_call: bytes = b"",
+        end_reason: str = "",
     ) -> None:
         if isinstance(rows, TalkerStart):
             embeds = rows.rows.numpy()
@@ -408,6 +416,7 @@ class _ThinkerSender:
             {
                 "T_TEXT": wire.text_tensor(text),
                 "T_TOOL_CALL": wire.text_tensor(tool_call),
+                "T_END_REASON": wire.text_tensor(end_reason),
                 "T_REQUEST_ID": self.request_id,
                 "T_PARAMETERS": self.parameters,
                 "T_KIND": wire.int_tensor(kind),

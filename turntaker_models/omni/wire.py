@@ -8,12 +8,16 @@ Text reaches the client through the whole chain (Triton refuses an ensemble whos
 from different decoupled steps): the talker and code2wav pass a non-empty text delta on at once,
 from execute(), ahead of their queued work; text messages carry no SEQ (-1).
 
-A function call's deltas travel the same way, as TOOL_CALL, never as a token to speak.
+A function call's deltas travel the same way, as TOOL_CALL, never as a token to speak; and
+so does an end reason (the contract's END_REASON: the thinker's on its END when max_tokens cut
+the answer, the talker's on a TEXT message of its own when its slot ran out of room).
 
 thinker -> talker (every response carries all of these):
   T_TEXT        STRING [1]      the next piece of the assistant's spoken text (may be "")
   T_TOOL_CALL   STRING [1]      TEXT: the next delta of the function call (JSON
                                 contract.ToolCallDelta); else ""
+  T_END_REASON  STRING [1]      END: "max_output_tokens" when max_tokens (or the context left)
+                                ended the answer, not the model; else "" (contract.EndReason)
   T_REQUEST_ID  STRING [1]      the stream
   T_PARAMETERS  STRING [1]      the request's PARAMETERS JSON (audio flag, voice, sampling)
   T_KIND        INT32  [1]      START: conditioning + the first token spoken; TOKEN: one more
@@ -33,9 +37,13 @@ thinker -> talker (every response carries all of these):
 talker -> code2wav:
   C_TEXT        STRING [1]      TEXT: the text delta to pass on; else ""
   C_TOOL_CALL   STRING [1]      TEXT: the call delta to pass on (TOOL_CALL); else ""
+  C_END_REASON  STRING [1]      TEXT: the end reason to pass on (END_REASON): the thinker's,
+                                or the talker's own ("max_output_tokens" when its KV slot
+                                ran out of room and it ended the audio there); else ""
   C_REQUEST_ID  STRING [1]
   C_KIND        INT32  [1]      FRAME: one codec frame; END: flush and finish; ABORT: drop;
-                                TEXT: text and/or a call delta only, answered at once
+                                TEXT: text, a call delta and/or an end reason only,
+                                answered at once
   C_SEQ         INT32  [1]      0, 1, 2, ... per stream
   C_CODES       INT64  [-1]     FRAME: the frame's G codes (codebook 0 first); else [0]
 """
@@ -62,7 +70,7 @@ TOKEN = 1
 END = 2
 ABORT = 3
 FRAME = 1
-# Both hops: text and/or a call delta, nothing to speak or decode.
+# Both hops: text, a call delta and/or an end reason, nothing to speak or decode.
 TEXT = 4
 
 # The same reading as every decoupled model's (an absent or empty tensor reads as b"").

@@ -17,5 +17,5 @@ TritonPythonModel = decoupled_model(
     pb_utils,
     "code2wav",
     stage_service("code2wav", Code2WavStage),
-    ("C_TEXT", "C_TOOL_CALL", "C_REQUEST_ID", "C_KIND", "C_SEQ", "C_CODES"),
+    ("C_TEXT", "C_TOOL_CALL", "C_END_REASON", "C_REQUEST_ID", "C_KIND", "C_SEQ", "C_CODES"),
 )

@@ -19,6 +19,7 @@ TritonPythonModel = decoupled_model(
     (
         "T_TEXT",
         "T_TOOL_CALL",
+        "T_END_REASON",
         "T_REQUEST_ID",
         "T_PARAMETERS",
         "T_KIND",

@@ -6,7 +6,9 @@ mailbox, where the core (and the response's chart in it) decides what reaches th
 Which text rides with which audio is rule 5's alignment (orchestrator/session/history/
 alignment.py): this actor posts what it says. A chunk's function call piece
 (`PipelineChunk.tool_call`) is posted as `BackendToolCall`, after the chunk's text and audio;
-it counts as an output token like a text piece.
+it counts as an output token like a text piece. A chunk's `end_reason` (the pipeline's own
+limit cut the answer short; it may come on any chunk, ahead of the audio still coming) is the
+stream's, and goes with its `BackendDone`: the response ends `incomplete`.
 Cancelling it (barge-in, `response.cancel`, session end) writes the request id on that
 endpoint's cancel board and cancels the gRPC stream, so every pipeline stage stops; output
 that was already in flight is dropped by the fence in the core.
@@ -121,6 +123,7 @@ class ResponseActor:
         )
         align = TextAlignment(audio=request.parameters.audio, aligned=self.services.text_aligned)
         tokens = 0
+        end_reason = None
         with self.services.pool.lease(endpoint):
             try:
                 async with open_pipeline_stream(
@@ -147,10 +150,12 @@ class ResponseActor:
                                     await self._post(BackendText(rid, seq, held))
                                 piece = BackendToolCall(rid, seq, call.name, call.arguments)
                                 await self._post(piece)
+                            end_reason = chunk.end_reason or end_reason
                             if chunk.final:
                                 if held := align.flush():
                                     await self._post(BackendText(rid, seq, held))
-                                await self._post(BackendDone(rid, seq, output_tokens=tokens))
+                                done = BackendDone(rid, seq, tokens, end_reason)
+                                await self._post(done)
                                 return
                     if streaming.cancelled_caught:
                         # Board write + stream cancel: every stage, inside the ensemble too.

@@ -94,7 +94,7 @@ export class Player {
     this.worklet.post({ type: "push", rid, samples: samples.buffer }, [samples.buffer]);
   }
 
-  // The response's last delta came (response.done, completed).
+  // The response's last delta came (response.done, not cancelled).
   done(rid) {
     if (!this.interrupted.has(rid) && this.worklet.live) this.worklet.post({ type: "done", rid });
   }

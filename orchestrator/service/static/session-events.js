@@ -64,7 +64,9 @@ export const SERVER_EVENTS = Object.freeze({
     const status = event.response.status;
     page.view.status("responseState", status);
     if (status === "cancelled") cut(page, rid, "response.done");
-    else if (status === "completed") page.player.done(rid);
+    // Completed, incomplete (cut short by the server's limits) or failed: what arrived is
+    // all there will be, and it plays to its end (its final ACK then says so).
+    else page.player.done(rid);
   },
   "error": (page, event) => console.warn("server error", event.error),
 });

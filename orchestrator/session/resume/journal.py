@@ -85,6 +85,10 @@ class EventJournal:
         """Whether `after(seq)` can replay everything after `seq` (rule 5)."""
         return seq <= self.last_seq and seq + 1 >= self.first_seq
 
+    def held(self) -> tuple[JournalEntry, ...]:
+        """Every event still journaled, in order (a snapshot's copy: snapshot.py)."""
+        return tuple(self._entries)
+
     def after(self, seq: int) -> list[JournalEntry] | None:
         if not self.covers(seq):
             return None

@@ -7,6 +7,7 @@ from typing import Any
 from orchestrator.protocol import client as ce
 from orchestrator.protocol import items as wire
 from orchestrator.protocol import server as se
+from orchestrator.protocol.response import StatusDetails
 from orchestrator.protocol.session_config import SessionPatch
 from orchestrator.session.actions import CancelBackend, StartBackend
 from orchestrator.session.core import CoreConfig, SessionCore, Step
@@ -128,6 +129,40 @@ def test_rule3_cancel_of_running_response_yields_one_cancelled_terminal() -> Non
     assert [d.response.status for d in of(out, se.ResponseDone)] == ["cancelled"]
 
 
+def test_rule3_a_reply_the_pipeline_cut_short_ends_incomplete_with_its_reason() -> None:
+    # Was: `completed`, whatever cut it (the pipeline's END_REASON: max_output_tokens, or the
+    # Talker's slot out of room). Now as OpenAI: `incomplete`, status_details with the reason,
+    # the item `incomplete`, and its content closed (what it said is all it says).
+    h = Harness()
+    start = of(h.speak(), StartBackend)[0]
+    rid, seq = start.response_id, start.seq
+    h.core.backend(BackendAudio(rid, seq, b"\0\0" * 24 * 200, "Once upon a"))
+    out = h.core.backend(BackendDone(rid, seq, 3, "max_output_tokens"))
+    [done] = of(out, se.ResponseDone)
+    assert done.response.status == "incomplete"
+    assert done.response.status_details == StatusDetails(
+        type="incomplete", reason="max_output_tokens"
+    )
+    [item] = done.response.output
+    assert isinstance(item, wire.MessageItem) and item.status == "incomplete"
+    assert [e.item.status for e in of(out, se.ResponseOutputItemDone)] == ["incomplete"]
+    [transcript] = of(out, se.ResponseOutputAudioTranscriptDone)
+    assert transcript.transcript == "Once upon a"
+    assert of(out, se.ResponseContentPartDone) and of(out, se.ResponseOutputAudioDone)
+
+
+def test_rule5_a_reply_cut_short_by_the_pipeline_is_heard_as_it_was_played() -> None:
+    h = Harness()
+    start = of(h.speak(), StartBackend)[0]
+    rid, seq = start.response_id, start.seq
+    h.core.backend(BackendAudio(rid, seq, b"\0\0" * 24 * 200, "Once upon a"))
+    h.core.backend(BackendDone(rid, seq, 3, "max_output_tokens"))
+    item_id = h.core.ledger.item_id(rid)
+    [ack] = h.core.client(ce.PlaybackAck(response_id=rid, item_id=item_id, played_ms=200)).events
+    assert isinstance(ack, se.PlaybackAcknowledged) and ack.history_committed
+    assert h.core.conversation.get(item_id).content == (conv.OutputAudio("Once upon a", 200),)
+
+
 def test_rule4_clear_of_older_response_never_interrupts_newer() -> None:
     h = Harness()
     old, _, _ = h.turn()
@@ -188,7 +223,7 @@ def test_rule5_truncate_is_never_undone_by_a_later_ack() -> None:
     out = h.core.client(
         ce.ConversationItemTruncate(item_id=item_id, content_index=0, audio_end_ms=80)
     )
-    assert kinds(out) == ["conversation.item.truncated"]
+    assert kinds(out) == ["Checkpoint", "conversation.item.truncated"]  # rule 9
     h.core.client(ce.PlaybackAck(response_id=rid, played_ms=200))
     [part] = h.core.conversation.get(item_id).content
     assert isinstance(part, conv.OutputAudio) and part.audio_ms == 80

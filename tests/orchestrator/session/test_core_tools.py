@@ -400,6 +400,38 @@ def test_a_response_ending_in_a_call_arms_no_idle_timer() -> None:
     assert not of(out, ArmTimer)
 
 
+def test_a_call_the_output_budget_cut_ends_incomplete_and_is_no_call_to_run() -> None:
+    # Was: a call cut by max_output_tokens ended `completed`, with its cut arguments in
+    # `arguments.done` and in the history. Now (rules 3, 4, 6): the response is `incomplete`
+    # with the reason, the call item `incomplete` without `arguments.done`, never history,
+    # and the idle timer is armed (no call runs, so no output and response.create follow).
+    from orchestrator.session.actions import ArmTimer
+
+    s = Session(tools=[WEATHER], tool_choice="required")
+    s.send("session.update", session=vad(create_response=False, idle_timeout_ms=5000))
+    start = s.respond()
+    rid, seq = start.response_id, start.seq
+    mark = len(s.wire)
+    s.backend(BackendToolCall(rid, seq, "get_weather", ARGS[0]))
+    out = s.backend(BackendDone(rid, seq, 3, "max_output_tokens"))
+    kinds = types_since(s, mark)
+    assert kinds.count("response.done") == 1
+    assert "response.function_call_arguments.done" not in kinds
+    done = s.wire[-1]["response"]
+    assert done["status"] == "incomplete"
+    details = done["status_details"]
+    assert (details["type"], details["reason"]) == ("incomplete", "max_output_tokens")
+    [call] = done["output"]
+    assert (call["type"], call["status"], call["arguments"]) == (
+        "function_call",
+        "incomplete",
+        ARGS[0],
+    )
+    assert all(item.call is None for item in s.core.conversation.items)
+    assert of(out, ArmTimer), "rule 6: no call runs, so the idle timer is armed"
+    sdk_validates(s.wire)
+
+
 # Settings and errors --------------------------------------------------------------------
 
 

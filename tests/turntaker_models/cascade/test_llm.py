@@ -511,3 +511,26 @@ def test_an_answer_repeats_no_run_of_tokens(decoder: Decoder) -> None:
     ]
     assert len(runs) == len(set(runs)), text
     assert len(stats.sentences) == len(set(stats.sentences))
+
+
+@pytest.mark.parametrize(("max_tokens", "reason"), [(3, b"max_output_tokens"), (64, b"")])
+def test_service_ends_an_answer_max_tokens_cut_with_its_end_reason_alone_after_its_text(
+    loaded: smollm.SmolLM, tmp_path: Path, max_tokens: int, reason: bytes
+) -> None:
+    # Was: a generation max_tokens ended ("length") looked like one the model ended, and the
+    # response said `completed`. Now one last response says why (END_REASON), after the text.
+    decoder = scripted(loaded, ["Hello there, how are you today?", "<|im_end|>"])
+    service = LlmService(decoder, CancelBoard.open(tmp_path / "board"), Log(), workers=0)
+    reply = Recorder()
+    service.serve(request("r3", GenerationParameters(max_tokens=max_tokens)), reply)
+    service.close()
+    assert reply.closed and not reply.failed
+    reasons = [sent["END_REASON"] for sent in reply.sent]
+    if not reason:
+        assert not any(reasons), "the model ended it: no end reason"
+        return
+    *before, last = reply.sent
+    assert last["END_REASON"] == reason, "the last response says why"
+    assert (last["TEXT_DELTA"], last["SENTENCE"], last["TOOL_CALL"]) == (b"", b"", b"")
+    assert not any(sent["END_REASON"] for sent in before)
+    assert b"".join(sent["TEXT_DELTA"] for sent in before), "its text came before it"

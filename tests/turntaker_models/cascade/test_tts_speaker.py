@@ -1,5 +1,5 @@
 """The `tts` stage without a server (turntaker_models/cascade/tts.py): the worker's protocol, order,
-cancels and calls, and the rule that text rides with the chunk where its audio ends
+cancels, calls and end reasons, and the rule that text rides with the chunk where its audio ends
 (docs/protocol.md rule 5). flite's own part is test_speech.py's; held text test_held_text.py's."""
 
 from __future__ import annotations
@@ -52,6 +52,11 @@ class RecordingSink:
         if final:
             self.final()
 
+    def end(self, reason: bytes, final: bool) -> None:
+        self.events.append(("end", reason))
+        if final:
+            self.final()
+
     def error(self, message: str) -> None:
         # The error response carries the final flag: the request ends here.
         self.events.append(("error", message))
@@ -82,10 +87,15 @@ def speaker(board: CancelBoard) -> Iterator[Speaker]:
 
 
 def _job(
-    request_id: str, sentence: str, audio: bool = True, text: str = "", call: bytes = b""
+    request_id: str,
+    sentence: str,
+    audio: bool = True,
+    text: str = "",
+    call: bytes = b"",
+    end: bytes = b"",
 ) -> SpeechJob:
     params = encode(GenerationParameters(audio=audio))
-    return SpeechJob(request_id, sentence.encode(), params, text.encode(), call)
+    return SpeechJob(request_id, sentence.encode(), params, text.encode(), call, end)
 
 
 def _speak_reply(speaker: Speaker, request_id: str, reply: str) -> list[tuple[str, object]]:
@@ -390,8 +400,46 @@ def test_a_cancelled_id_passes_no_call(speaker: Speaker, board: CancelBoard) -> 
         assert sink.done.wait(10) and sink.kinds() == ["final"]
 
 
+END = b"max_output_tokens"
+
+
+def test_an_end_reason_goes_out_after_the_audio_and_text_before_it(speaker: Speaker) -> None:
+    """Was: the llm's END_REASON (max_tokens cut its answer) had no way through tts. Now, as a
+    call does, it is its own response after the last chunk of the words before it, with the
+    text still held just before it: the id's last word."""
+    log = _speak_reply(speaker, "cut", "Once upon a time, there was a")
+    held = RecordingSink(log=log)
+    speaker.submit(_job("cut", "", text=" dragon"), held)  # no sentence will speak it
+    sink = RecordingSink(log=log)
+    speaker.submit(_job("cut", "", end=END), sink)
+    assert sink.done.wait(20)
+    last_chunk = max(i for i, (kind, _) in enumerate(log) if kind == "chunk")
+    after = log[last_chunk + 1 :]
+    assert after[-3:] == [("text", b" dragon"), ("end", END), ("final", None)]
+    assert all(event == ("final", None) for event in after[:-3])
+    assert len(speaker.held) == 0
+
+
+@pytest.mark.parametrize(("request_id", "audio"), [("t", False), ("", True)])
+def test_an_end_reason_with_no_audio_coming_passes_at_once(
+    speaker: Speaker, request_id: str, audio: bool
+) -> None:
+    sink = RecordingSink()
+    speaker.submit(_job(request_id, "", audio=audio, end=END), sink)
+    assert sink.done.is_set() and sink.events == [("end", END), ("final", None)]
+
+
+def test_a_cancelled_id_passes_no_end_reason(speaker: Speaker, board: CancelBoard) -> None:
+    board.cancel("gone-end")
+    for audio in (True, False):
+        sink = RecordingSink()
+        speaker.submit(_job("gone-end", "", audio=audio, end=END), sink)
+        assert sink.done.wait(10) and sink.kinds() == ["final"]
+
+
 def test_the_reply_sink_sends_every_output(board: CancelBoard) -> None:
-    """In `cascade` every tts response carries TEXT_DELTA, AUDIO_CHUNK and TOOL_CALL."""
+    """In `cascade` every tts response carries TEXT_DELTA, AUDIO_CHUNK, TOOL_CALL and
+    END_REASON."""
     from turntaker_models.cascade.tts import ReplySink
 
     sent: list[dict[str, Any]] = []
@@ -407,9 +455,12 @@ def test_the_reply_sink_sends_every_output(board: CancelBoard) -> None:
         def is_cancelled(self) -> bool:
             return False
 
-    sink = ReplySink(Reply(), tool_calls=True)
+    sink = ReplySink(Reply(), tool_calls=True, end_reasons=True)
     sink.text(b"hi", final=False)
     sink.chunk(np.zeros(4, np.float32), b"")
-    sink.tool_call(CALL_DELTAS[0], final=True)
-    assert all(set(o) == {"TEXT_DELTA", "AUDIO_CHUNK", "TOOL_CALL"} for o in sent)
+    sink.tool_call(CALL_DELTAS[0], final=False)
+    sink.end(END, final=True)
+    assert all(set(o) == {"TEXT_DELTA", "AUDIO_CHUNK", "TOOL_CALL", "END_REASON"} for o in sent)
     assert sent[2]["TOOL_CALL"][0] == CALL_DELTAS[0]
+    assert sent[3]["END_REASON"][0] == END
+    assert [o["END_REASON"][0] for o in sent[:3]] == [b"", b"", b""]

@@ -70,9 +70,10 @@ class Chain:
     replies: list[FakeReply] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     audio: list[npt.NDArray[np.float32]] = field(default_factory=list)
-    # The TOOL_CALL of every response code2wav sent (b"" for none), and the T_KIND of every
-    # message the thinker sent, in order.
+    # The TOOL_CALL and END_REASON of every response code2wav sent (b"" for none), and the
+    # T_KIND of every message the thinker sent, in order.
     calls: list[bytes] = field(default_factory=list)
+    reasons: list[bytes] = field(default_factory=list)
     kinds: list[int] = field(default_factory=list)
 
     def _reply(self, on_send: Callable[[dict[str, npt.NDArray[Any]]], None]) -> FakeReply:
@@ -88,6 +89,7 @@ class Chain:
                 self.audio.append(outputs["AUDIO_CHUNK"])
             # Every response carries every output of the ensemble.
             self.calls.append(wire.read_text(outputs["TOOL_CALL"]))
+            self.reasons.append(wire.read_text(outputs["END_REASON"]))
 
     def _to_code2wav(self, outputs: dict[str, npt.NDArray[Any]]) -> None:
         self.code2wav.submit(outputs, self._reply(self._out))
@@ -167,6 +169,7 @@ def _reset(chain: Chain) -> None:
         chain.text.clear()
         chain.audio.clear()
         chain.calls.clear()
+        chain.reasons.clear()
         chain.kinds.clear()
 
 
@@ -186,6 +189,21 @@ def test_every_ensemble_response_carries_an_empty_tool_call(chain: Chain) -> Non
     chain.start("no-tools", GenerationParameters(max_tokens=6))
     chain.wait_idle()
     assert chain.calls and all(call == b"" for call in chain.calls)
+
+
+@pytest.mark.parametrize("audio", [True, False])
+def test_an_answer_max_tokens_ended_carries_its_end_reason_to_the_ensembles_output(
+    chain: Chain, audio: bool
+) -> None:
+    # Was: nothing said why the stream ended. The tiny random thinker never ends on its own
+    # within 6 tokens: max_tokens ends it, its END carries the reason, and the talker (silent
+    # too when text only) and code2wav pass it on at once.
+    _reset(chain)
+    chain.start(f"cut-{audio}", GenerationParameters(max_tokens=6, audio=audio))
+    chain.wait_idle()
+    assert all(r.error is None for r in chain.replies)
+    # Once, on one response (every response carries END_REASON: Chain._out reads it).
+    assert [r for r in chain.reasons if r] == [b"max_output_tokens"]
 
 
 def test_text_only_passes_text_and_leaves_nothing(chain: Chain) -> None:
@@ -280,3 +298,71 @@ def test_detokenizer_holds_split_characters(tiny: Tiny) -> None:
     assert "".join(deltas) == text
     assert all("\ufffd" not in d for d in deltas)
     assert detok.add(tiny.config.im_end_token_id, True) == ""
+
+
+def _thinker_message(
+    request_id: str, kind: int, seq: int, rows: int, hidden: int
+) -> dict[str, Any]:
+    """A thinker message as the talker receives it (wire.py): START's conditioning or a
+    TOKEN's embedding, all zeros (as TalkerStage.warm_up speaks), or END with none."""
+    return {
+        "T_TEXT": wire.text_tensor(""),
+        "T_TOOL_CALL": wire.text_tensor(""),
+        "T_END_REASON": wire.text_tensor(""),
+        "T_REQUEST_ID": wire.text_tensor(request_id),
+        "T_PARAMETERS": wire.text_tensor(encode(GenerationParameters())),
+        "T_KIND": wire.int_tensor(kind),
+        "T_SEQ": wire.int_tensor(seq),
+        "T_EMBEDS": np.zeros((rows, hidden), np.float32),
+        "T_MM": np.zeros(rows, bool),
+        **wire.talker_start_tensors(None),
+    }
+
+
+def test_a_talker_stream_past_its_slot_ends_with_the_end_reason_on_its_last_output(
+    tiny: Tiny, tmp_path: Path
+) -> None:
+    # Was: the talker ended the audio where its KV slot was full (talker_engine.py rule 3) and
+    # told nobody: the reply stopped early and ended `completed`. A slot of 16 positions holds
+    # the 10 of the prefill and 6 frames after the first; the thinker's 3 tokens and its END
+    # ask for up to 40 (the cap), so the slot runs out first.
+    from turntaker_models.omni.thinker import TALKER_FIXED_ROWS
+
+    settings = ModelSettings(
+        board_path=tmp_path / "board",
+        cache_dir=tmp_path,
+        omni_weights=tiny.path,
+        threads=1,
+        omni_max_streams=1,
+        omni_max_positions=16,
+    )
+    talker = TalkerStage(settings)
+    hidden = int(tiny.config.talker_config.thinker_hidden_size)
+    sent: list[tuple[int, bytes]] = []
+    lock = threading.Lock()
+
+    def record(outputs: dict[str, npt.NDArray[Any]]) -> None:
+        with lock:
+            sent.append((wire.read_int(outputs["C_KIND"]), wire.read_text(outputs["C_END_REASON"])))
+
+    replies = [FakeReply(record) for _ in range(4)]
+    try:
+        kinds = [
+            (wire.START, TALKER_FIXED_ROWS + 1),
+            (wire.TOKEN, 1),
+            (wire.TOKEN, 1),
+            (wire.END, 0),
+        ]
+        for seq, ((kind, rows), reply) in enumerate(zip(kinds, replies, strict=True)):
+            talker.submit(_thinker_message("slot", kind, seq, rows, hidden), reply)
+        deadline = time.monotonic() + 30
+        while not all(r.closed for r in replies) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert all(r.closed and r.error is None for r in replies), [r.error for r in replies]
+        assert talker.workers.active() == 0
+    finally:
+        talker.close()
+    frames = [k for k, _ in sent if k == wire.FRAME]
+    assert len(frames) == 7, f"the slot's frames, all spoken before it ran out: {sent}"
+    assert sent[-2:] == [(wire.TEXT, b"max_output_tokens"), (wire.END, b"")]
+    assert [r for _, r in sent[:-2] if r] == []

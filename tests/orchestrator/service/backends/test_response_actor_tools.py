@@ -1,6 +1,7 @@
 """The response actor posts a pipeline chunk's function call piece as `BackendToolCall`, after
-the chunk's text and audio and after any text held for audio (orchestrator/service/
-response_actor.py), with a stand-in stream (no Triton)."""
+the chunk's text and audio and after any text held for audio, and the stream's end reason
+with its `BackendDone` (orchestrator/service/response_actor.py), with a stand-in stream (no
+Triton)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,21 @@ from orchestrator.session.inputs import (
     BackendToolCall,
 )
 from orchestrator.triton.pipeline_client import PipelineChunk
-from turntaker_models.contract import ToolCallDelta
+from turntaker_models.contract import EndReason, ToolCallDelta
 
 TOOL = FunctionTool(name="get_weather", parameters={"type": "object", "properties": {}})
 REQUEST = InferenceRequest("", (), ("audio",), None, tools=(TOOL,), tool_choice="auto")
 
 
 def chunk(
-    text: str = "", samples: int = 0, call: ToolCallDelta | None = None, final: bool = False
+    text: str = "",
+    samples: int = 0,
+    call: ToolCallDelta | None = None,
+    final: bool = False,
+    end_reason: EndReason | None = None,
 ) -> PipelineChunk:
-    return PipelineChunk(text, np.zeros(samples, np.float32), final, 0.0, tool_call=call)
+    audio = np.zeros(samples, np.float32)
+    return PipelineChunk(text, audio, final, 0.0, tool_call=call, end_reason=end_reason)
 
 
 class _Stream:
@@ -109,3 +115,22 @@ async def test_text_held_for_audio_is_posted_before_the_call_that_ends_the_speec
         BackendToolCall("r", 3, "get_weather", "{}"),
         BackendDone("r", 3, output_tokens=2),
     ]
+
+
+async def test_the_end_reason_of_any_chunk_goes_with_the_streams_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Was: END_REASON went unread, and every stream that ended on its own was `completed`.
+    # The stage that knows it sends it at once: here ahead of the last audio.
+    posted = await _run(
+        monkeypatch,
+        [
+            chunk("Once upon ", 2400),
+            chunk(end_reason="max_output_tokens"),
+            chunk("a time", 2400),
+            chunk(final=True),
+        ],
+    )
+    assert posted[-1] == BackendDone("r", 3, 2, "max_output_tokens")
+    plain = await _run(monkeypatch, [chunk("Hello.", 2400), chunk(final=True)])
+    assert plain[-1] == BackendDone("r", 3, 1, None)

@@ -1,0 +1,212 @@
+"""SessionSnapshot: what a session needs to go on in another process (issue 36).
+
+A snapshot is written at turn boundaries to the session store (orchestrator/service/store/);
+a worker that does not hold a session reads it to take the session over. Rules:
+1. What is kept: the settings as the session holds them, the conversation as the model sees
+   it (`Conversation.items`, after pruning), the id counter (new ids never repeat old ones),
+   the sequence position and the events the client has not acknowledged (the journal), the
+   identity that opened the session and the SHA-256 of its resume token. Never the token
+   itself (link.py rule 4): a store that leaks gives no one a session.
+2. User audio is never stored: an audio part is kept as its transcript, and comes back as an
+   `input_text` part; one without a transcript comes back as nothing (its item keeps its
+   place, so the turn stays a turn). So a session taken over remembers what was said, not
+   how it sounded (docs/protocol.md "Session takeover").
+3. Images are kept, newest first, while `max_image_bytes` lasts; an older one past it is
+   dropped from its item (the model sees the rest of that turn).
+4. Bounded: `encode` refuses a snapshot over `max_bytes` (`SnapshotTooLarge`); the store
+   keeps the previous one. The journal is already bounded (journal.py rule 2), the
+   conversation by its pruning limits (conversation.py).
+5. Versioned twice: `format` is this layout's number (a reader refuses one it does not know,
+   `SnapshotUnreadable`, as it refuses bytes that do not decode), and `version` is the
+   session's own count of snapshots, which the store uses to refuse an older write after a
+   newer one (orchestrator/service/store/).
+
+Pure: no clocks, no I/O; msgspec encodes and checks every field on the way back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Final
+
+import msgspec
+
+from orchestrator.protocol.session_config import SessionConfig
+from orchestrator.session.history import conversation as conv
+
+__all__ = [
+    "FORMAT",
+    "SessionSnapshot",
+    "SnapshotItem",
+    "SnapshotTooLarge",
+    "SnapshotUnreadable",
+    "decode",
+    "encode",
+    "items_from_snapshot",
+    "items_to_snapshot",
+    "token_digest",
+    "token_matches",
+]
+
+FORMAT: Final = 1
+
+
+class SnapshotTooLarge(ValueError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a snapshot of {size} bytes is over the {limit}-byte limit")
+        self.size = size
+        self.limit = limit
+
+
+class SnapshotUnreadable(ValueError):
+    """Bytes that are no snapshot this server can read (corrupt, or another format)."""
+
+
+# Parts, tagged so a union of them decodes (one class per `conv` content type).
+class _Part(msgspec.Struct, frozen=True, tag_field="type"):
+    pass
+
+
+class TextIn(_Part, frozen=True, tag="input_text"):
+    text: str
+
+
+class ImageIn(_Part, frozen=True, tag="input_image"):
+    image_url: str
+
+
+class TextOut(_Part, frozen=True, tag="output_text"):
+    text: str
+
+
+class AudioOut(_Part, frozen=True, tag="output_audio"):
+    transcript: str | None
+    audio_ms: int
+
+
+class Call(_Part, frozen=True, tag="function_call"):
+    call_id: str
+    name: str
+    arguments: str
+
+
+class CallOutput(_Part, frozen=True, tag="function_call_output"):
+    call_id: str
+    output: str
+
+
+Part = TextIn | ImageIn | TextOut | AudioOut | Call | CallOutput
+
+
+class SnapshotItem(msgspec.Struct, frozen=True):
+    id: str
+    role: conv.Role
+    content: tuple[Part, ...]
+    response_id: str | None = None
+
+
+class JournaledEvent(msgspec.Struct, frozen=True, array_like=True):
+    seq: int
+    text: str
+
+
+class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    format: int = FORMAT
+    session_id: str
+    version: int
+    identity: str
+    token_sha256: str
+    settings: SessionConfig
+    items: tuple[SnapshotItem, ...]
+    next_id: int  # the id counter (core_outbox.py `Ids`)
+    last_seq: int  # the last server_event_seq sent
+    journal: tuple[JournaledEvent, ...] = ()  # events after the client's ack, in order
+    # Responses generating or playing when the snapshot was taken: the session that takes it
+    # over ends them (their worker is gone) and tells the client.
+    live: tuple[str, ...] = ()
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(snapshot: SessionSnapshot, token: str) -> bool:
+    """Rule 1: the token a resume presents against the digest kept, in constant time."""
+    return hmac.compare_digest(token_digest(token).encode(), snapshot.token_sha256.encode())
+
+
+def items_to_snapshot(
+    items: tuple[conv.Item, ...], max_image_bytes: int
+) -> tuple[SnapshotItem, ...]:
+    """Rules 2 and 3."""
+    budget = max_image_bytes
+    kept: list[SnapshotItem] = []
+    for item in reversed(items):  # newest first: the images kept are the latest ones
+        parts: list[Part] = []
+        for part in reversed(item.content):
+            if isinstance(part, conv.InputImage):
+                if part.size_bytes > budget:
+                    continue
+                budget -= part.size_bytes
+            converted = _part(part)
+            if converted is not None:
+                parts.append(converted)
+        kept.append(SnapshotItem(item.id, item.role, tuple(reversed(parts)), item.response_id))
+    return tuple(reversed(kept))
+
+
+def _part(part: conv.Content) -> Part | None:
+    if isinstance(part, conv.InputText):
+        return TextIn(part.text)
+    if isinstance(part, conv.InputAudio):
+        return TextIn(part.transcript) if part.transcript else None  # rule 2
+    if isinstance(part, conv.InputImage):
+        return ImageIn(part.image_url)
+    if isinstance(part, conv.OutputText):
+        return TextOut(part.text)
+    if isinstance(part, conv.OutputAudio):
+        return AudioOut(part.transcript, part.audio_ms)
+    if isinstance(part, conv.FunctionCall):
+        return Call(part.call_id, part.name, part.arguments)
+    return CallOutput(part.call_id, part.output)
+
+
+def items_from_snapshot(items: tuple[SnapshotItem, ...]) -> tuple[conv.Item, ...]:
+    return tuple(
+        conv.Item(item.id, item.role, tuple(_content(p) for p in item.content), item.response_id)
+        for item in items
+    )
+
+
+def _content(part: Part) -> conv.Content:
+    if isinstance(part, TextIn):
+        return conv.InputText(part.text)
+    if isinstance(part, ImageIn):
+        return conv.InputImage(part.image_url)
+    if isinstance(part, TextOut):
+        return conv.OutputText(part.text)
+    if isinstance(part, AudioOut):
+        return conv.OutputAudio(part.transcript, part.audio_ms)
+    if isinstance(part, Call):
+        return conv.FunctionCall(part.call_id, part.name, part.arguments)
+    return conv.FunctionCallOutput(part.call_id, part.output)
+
+
+def encode(snapshot: SessionSnapshot, max_bytes: int) -> bytes:
+    """Rule 4."""
+    data = msgspec.json.encode(snapshot)
+    if len(data) > max_bytes:
+        raise SnapshotTooLarge(len(data), max_bytes)
+    return data
+
+
+def decode(data: bytes) -> SessionSnapshot:
+    """Rule 5: a snapshot of this format, every field checked, or `SnapshotUnreadable`."""
+    try:
+        snapshot = msgspec.json.decode(data, type=SessionSnapshot)
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise SnapshotUnreadable(f"not a session snapshot: {error}") from error
+    if snapshot.format != FORMAT:
+        raise SnapshotUnreadable(f"snapshot format {snapshot.format}; this server reads {FORMAT}")
+    return snapshot
