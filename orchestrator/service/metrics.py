@@ -141,6 +141,19 @@ class Metrics:
             "Sessions whose connection was lost, waiting for a resume (disconnect_grace_s)",
             registry=r,
         )
+        self.snapshot_writes = Counter(
+            "turntaker_snapshot_writes",
+            "Session snapshots offered to the session store, by result (written, stale, fenced, "
+            "failed, dropped, replaced: orchestrator/service/store/writer.py)",
+            ["result"],
+            registry=r,
+        )
+        self.snapshot_bytes = Histogram(
+            "turntaker_snapshot_bytes",
+            "Size of each session snapshot written to the session store",
+            buckets=(1e3, 4e3, 16e3, 64e3, 256e3, 1e6, 4e6),
+            registry=r,
+        )
         self.resume_journal_bytes = Gauge(
             "turntaker_resume_journal_bytes",
             "Server events journaled for resume, in bytes, summed over sessions",

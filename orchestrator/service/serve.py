@@ -6,7 +6,7 @@ import argparse
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -27,6 +27,9 @@ from orchestrator.service.loop_lag import LagSink, probe_loop_lag
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.sessions.host import SessionHost
 from orchestrator.service.sessions.services import SessionServices, VadService
+from orchestrator.service.store.base import SessionStore
+from orchestrator.service.store.factory import open_store
+from orchestrator.service.store.writer import SnapshotWriter, WriteReport, WriteResult
 from orchestrator.service.ws_transport import install_transport_limit, transport_max_message_bytes
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from turntaker_models.settings import default_cache_dir
@@ -80,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --workers: restart a dead worker after this long, doubling to 30 s while "
         "it keeps dying (0: never); default 1",
     )
+    parser.add_argument(
+        "--session-store",
+        help="where sessions' snapshots are kept for a takeover: memory (this process, the "
+        "default) or redis://HOST:PORT/DB; also TURNTAKER_SESSION_STORE",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> ServiceConfig:
@@ -96,6 +104,7 @@ def config_from_args(args: argparse.Namespace) -> ServiceConfig:
         "append_bytes_per_s_per_key": args.append_bytes_per_s_per_key,
         "route_id": args.route_id,
         "worker_respawn_s": args.worker_respawn_s,
+        "session_store": args.session_store,
     }
     return load_config(file=args.config, overrides=overrides)
 
@@ -215,7 +224,16 @@ async def serve(
             )
             nursery.start_soon(batcher.run)
             vad = batcher
+        # Each session's snapshots (orchestrator/service/store/): a store that cannot be
+        # reached at start is an error here, before any session.
+        store = await open_store(config.session_store)
+        nursery.start_soon(_close_at_exit, store)
+        reports = _SnapshotReports(metrics)
+        snapshots = SnapshotWriter(store, ttl_s=config.snapshot_ttl_s, on_report=reports)
+        nursery.start_soon(snapshots.run)
         services = SessionServices(
+            store=store,
+            snapshots=snapshots,
             metrics=metrics,
             vad=vad,
             responses=ResponseServices(
@@ -233,6 +251,7 @@ async def serve(
         access = AccessControl(access_settings(config), clock=time.monotonic)
         # Sessions run here, apart from the connections that carry them (session resume).
         host = SessionHost(config, services, metrics, nursery)
+        reports.reports.append(host.snapshot_written)
         state = AppState(config, metrics, pool, services, access, host)
         app = build_app(state)
         hyper = hypercorn.config.Config()
@@ -248,6 +267,30 @@ async def serve(
         await stop.wait()
         await drain(state, config.drain_timeout_s)
         nursery.cancel_scope.cancel()
+
+
+class _SnapshotReports:
+    """The writer's reports: metrics, then whoever else listens (the host: a session taken
+    over elsewhere ends here)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self.reports: list[Callable[[WriteReport], None]] = []
+
+    def __call__(self, report: WriteReport) -> None:
+        self._metrics.snapshot_writes.labels(report.result.value).inc()
+        if report.result is WriteResult.WRITTEN:
+            self._metrics.snapshot_bytes.observe(report.bytes)
+        for listener in self.reports:
+            listener(report)
+
+
+async def _close_at_exit(store: SessionStore) -> None:
+    try:
+        await trio.sleep_forever()
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(2.0):
+            await store.close()
 
 
 async def _stop_on_sigterm(

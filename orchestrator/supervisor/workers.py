@@ -128,6 +128,8 @@ def worker_command(
         ("--api-keys-file", args.api_keys_file),
         ("--max-sessions-per-key", args.max_sessions_per_key),
         ("--append-bytes-per-s-per-key", args.append_bytes_per_s_per_key),
+        # One store for every worker: any of them can take another's sessions over.
+        ("--session-store", getattr(args, "session_store", None)),
     )
     for flag, value in passed:
         if value is not None:

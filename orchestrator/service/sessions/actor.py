@@ -48,6 +48,7 @@ from orchestrator.protocol.errors import ProtocolError
 from orchestrator.service.config import ServiceConfig
 from orchestrator.service.sessions.attachment import Attachment
 from orchestrator.service.sessions.backend_jobs import BackendJobs, pipeline_request_id
+from orchestrator.service.sessions.checkpoints import Checkpoints
 from orchestrator.service.sessions.connection import Connection
 from orchestrator.service.sessions.services import AppendBudget, SessionServices
 from orchestrator.service.sessions.session_metrics import SessionMetrics
@@ -58,6 +59,7 @@ from orchestrator.session.actions import (
     ArmTimer,
     CancelBackend,
     CancelTimer,
+    Checkpoint,
     DetectSpeech,
     PredictTurn,
     SessionEnd,
@@ -124,6 +126,18 @@ class SessionActor:
             slow_client_timeout_s=config.slow_client_timeout_s,
             on_end=self._ended_unattended,
         )
+        self._checkpoints: Checkpoints | None = None
+        if services.store is not None and services.snapshots is not None:
+            self._checkpoints = Checkpoints(
+                session_id,
+                services.store,
+                services.snapshots,
+                owner=config.instance_id,
+                ttl_s=config.snapshot_ttl_s,
+                max_bytes=config.snapshot_max_bytes,
+                max_image_bytes=config.snapshot_image_bytes,
+                state=lambda: (self.core, self.link),
+            )
         self._vad = VadFeeder(services.vad, config.vad_backlog_chunks, self._post)
         self._timers = Timers(self._post)
         self._jobs = BackendJobs(config, services, self._post)
@@ -211,6 +225,13 @@ class SessionActor:
         """`session_resume_failed` on `connection`, outside the sequence; it goes on as is."""
         await self._attachment.say_resume_failed(connection, failed, event_id)
 
+    def taken_elsewhere(self) -> None:
+        """Another worker holds this session's lease now (its snapshot writes are fenced): it
+        ends here, its connection closed as one replaced by a resume."""
+        if self.end is None:
+            self.end = ending.replaced()
+        self._serving.cancel()
+
     def shut_down(self) -> None:
         """The server is draining: end this session (1001) once what it has queued is done."""
         self._shutdown.set()
@@ -225,12 +246,19 @@ class SessionActor:
             raise
         finally:
             self._attachment.finish(self.end)
+            if self._checkpoints is not None:
+                # checkpoints.py rule 4: a drained session is kept for another worker.
+                drained = self.end is not None and self.end.cause == "server_shutting_down"
+                with trio.CancelScope(shield=True):
+                    await self._checkpoints.end(keep=drained)
 
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = self._attachment.nursery = nursery
             nursery.start_soon(self._vad.run)
             nursery.start_soon(self._lifetime)
+            if self._checkpoints is not None:
+                nursery.start_soon(self._checkpoints.run)
             with self._serving:
                 await self._serve()
             if self.end is not None:
@@ -316,5 +344,8 @@ class SessionActor:
                 self.end = ending.not_reading(outbox.messages, outbox.bytes)
                 self._serving.cancel()
                 return
+        checkpoint = any(isinstance(action, Checkpoint) for action in step.actions)
+        if checkpoint and self._checkpoints is not None:
+            self._checkpoints.checkpoint()  # after the events: its journal holds them
         if end is not None:
             self.end = end

@@ -27,6 +27,7 @@ from orchestrator.service.metrics import Metrics
 from orchestrator.service.sessions.actor import SessionActor
 from orchestrator.service.sessions.connection import Connection
 from orchestrator.service.sessions.services import AppendBudget, SessionServices
+from orchestrator.service.store.writer import WriteReport, WriteResult
 from orchestrator.session.resume.link import ResumeFailed, refuse_unknown, resume_failed
 
 log = logging.getLogger("turntaker.session")
@@ -122,6 +123,14 @@ class SessionHost:
         log.info("session %s resumed", request.session_id)
         provisional.discard()
         return None
+
+    def snapshot_written(self, report: WriteReport) -> None:
+        """The snapshot writer's word on a session's snapshot: `fenced` means another worker
+        took the session over (its lease is theirs), so it ends here."""
+        actor = self.sessions.get(report.session_id)
+        if report.result is WriteResult.FENCED and actor is not None:
+            log.info("session %s was taken over by another worker", report.session_id)
+            actor.taken_elsewhere()
 
     def shut_down_all(self) -> None:
         for actor in list(self.sessions.values()):

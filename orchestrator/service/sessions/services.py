@@ -15,6 +15,8 @@ import trio
 
 from orchestrator.service.backends.response_actor import ResponseServices
 from orchestrator.service.metrics import Metrics
+from orchestrator.service.store.base import SessionStore
+from orchestrator.service.store.writer import SnapshotWriter
 from orchestrator.session.echo.processors import Processors
 from orchestrator.session.echo.webrtc import WebRtcProcessors
 
@@ -64,3 +66,7 @@ class SessionServices:
     dsp_limiter: trio.CapacityLimiter = field(
         default_factory=lambda: trio.CapacityLimiter(os.cpu_count() or 1)
     )
+    # The session store and its writer (orchestrator/service/store/): each session's snapshots
+    # (checkpoints.py). None: sessions keep no snapshot (tests of the actor alone).
+    store: SessionStore | None = None
+    snapshots: SnapshotWriter | None = None

@@ -1,0 +1,125 @@
+"""A session's checkpoints: its snapshots, written to the session store under its lease.
+
+Plumbing, as vad_feeder.py is: it decides nothing. When a snapshot is due is the core's rule 9
+(its `Checkpoint` action); what a snapshot holds is snapshot.py's. This carries them out:
+1. The lease: acquired when the session starts, in the background (a slow or unreachable
+   store never delays a session), and renewed every third of its ttl. Checkpoints asked
+   before it is held are written once it is (the state then is what counts).
+2. Each checkpoint: the core's state and the link's sequence, token digest and journal,
+   encoded (`snapshot.encode`, bounded by `snapshot_max_bytes`) and offered to the process's
+   one `SnapshotWriter` (latest wins; it counts and logs every failure). A snapshot over its
+   bound is logged and skipped: the store keeps the previous one.
+3. While the session lives, its latest snapshot is offered again with each renewal, so it
+   does not expire between turns (the store's ttl is the resume grace).
+4. At its end: a session that ended for good (the client left, its grace passed, a fault)
+   has its snapshot and lease deleted, so no one can take over what is over; one ended by a
+   drain (`keep=True`) leaves both to expire, for another worker to take it over.
+A store error is logged, never raised into the session: without a store a session goes on
+in memory, as it would have before (docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from orchestrator.service.store.base import SessionStore, StoreError
+from orchestrator.service.store.writer import SnapshotWriter
+from orchestrator.session.core import SessionCore
+from orchestrator.session.resume import snapshot as snap
+from orchestrator.session.resume.link import SessionLink
+
+log = logging.getLogger("turntaker.snapshots")
+
+
+class Checkpoints:
+    def __init__(
+        self,
+        session_id: str,
+        store: SessionStore,
+        writer: SnapshotWriter,
+        *,
+        owner: str,
+        ttl_s: float,
+        max_bytes: int,
+        max_image_bytes: int,
+        state: Callable[[], tuple[SessionCore, SessionLink]],
+        version: int = 0,
+    ) -> None:
+        self.session_id = session_id
+        self._store = store
+        self._writer = writer
+        self._owner = owner
+        self._ttl_s = ttl_s
+        self._max_bytes = max_bytes
+        self._max_image_bytes = max_image_bytes
+        self._state = state
+        self.version = version  # the last snapshot's (a takeover goes on from the one it read)
+        self.fence: int | None = None
+        self._due = False
+        self._last: bytes | None = None
+
+    async def run(self) -> None:
+        """Rules 1 and 3, until cancelled with the session."""
+        while self.fence is None:
+            try:
+                self.fence = await self._store.acquire(self.session_id, self._owner, self._ttl_s)
+            except StoreError as error:
+                log.warning("session %s: no lease yet (%s); retrying", self.session_id, error)
+                await trio.sleep(min(self._ttl_s / 3, 5.0))
+        if self._due:
+            self.checkpoint()
+        while True:
+            await trio.sleep(self._ttl_s / 3)
+            try:
+                await self._store.renew(self.session_id, self._owner, self.fence, self._ttl_s)
+            except StoreError as error:
+                log.warning("session %s: lease not renewed (%s)", self.session_id, error)
+            if self._last is not None:
+                self.version += 1
+                self._writer.offer(self.session_id, self.version, self._last, fence=self.fence)
+
+    def checkpoint(self) -> None:
+        """Rule 2: the session's state now, offered to the writer (at once, or once the lease
+        is held)."""
+        if self.fence is None:
+            self._due = True
+            return
+        self._due = False
+        core, link = self._state()
+        state = core.state()
+        self.version += 1
+        snapshot = snap.SessionSnapshot(
+            session_id=self.session_id,
+            version=self.version,
+            identity=link.identity,
+            token_sha256=snap.token_digest(link.token),
+            settings=state.settings,
+            items=snap.items_to_snapshot(state.items, self._max_image_bytes),
+            next_id=state.next_id,
+            last_seq=link.last_seq,
+            journal=tuple(snap.JournaledEvent(e.seq, e.text) for e in link.journal.held()),
+            live=state.live,
+        )
+        try:
+            data = snap.encode(snapshot, self._max_bytes)
+        except snap.SnapshotTooLarge as error:
+            log.error("session %s: snapshot skipped: %s", self.session_id, error)
+            return
+        self._last = data
+        self._writer.offer(self.session_id, self.version, data, fence=self.fence)
+
+    async def end(self, *, keep: bool) -> None:
+        """Rule 4."""
+        if keep:
+            if self._due or self._last is None:
+                self.checkpoint()
+            return
+        self._writer.forget(self.session_id)
+        with trio.move_on_after(self._ttl_s):
+            try:
+                await self._store.delete(self.session_id)
+            except StoreError as error:
+                log.warning("session %s: snapshot not deleted (%s)", self.session_id, error)
