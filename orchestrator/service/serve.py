@@ -208,6 +208,25 @@ async def serve(
         config.triton_urls, required_models(config), metrics, optional=OPTIONAL_MODELS
     )
     await pool.check_all(timeout_s=config.health_timeout_s)
+    # Each session's snapshots (orchestrator/service/store/): a store that cannot be reached
+    # at start is an error here, before any session. Closed after the last session's end.
+    store = await open_store(config.session_store)
+    try:
+        await _serve(config, metrics, vad, stop, pool, store, task_status)
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(2.0):
+            await store.close()
+
+
+async def _serve(
+    config: ServiceConfig,
+    metrics: Metrics,
+    vad: VadService | None,
+    stop: trio.Event,
+    pool: EndpointPool,
+    store: SessionStore,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
     async with trio.open_nursery() as nursery:
         if threading.current_thread() is threading.main_thread():
             await nursery.start(_stop_on_sigterm, stop)
@@ -224,10 +243,6 @@ async def serve(
             )
             nursery.start_soon(batcher.run)
             vad = batcher
-        # Each session's snapshots (orchestrator/service/store/): a store that cannot be
-        # reached at start is an error here, before any session.
-        store = await open_store(config.session_store)
-        nursery.start_soon(_close_at_exit, store)
         reports = _SnapshotReports(metrics)
         snapshots = SnapshotWriter(store, ttl_s=config.snapshot_ttl_s, on_report=reports)
         nursery.start_soon(snapshots.run)
@@ -283,14 +298,6 @@ class _SnapshotReports:
             self._metrics.snapshot_bytes.observe(report.bytes)
         for listener in self.reports:
             listener(report)
-
-
-async def _close_at_exit(store: SessionStore) -> None:
-    try:
-        await trio.sleep_forever()
-    finally:
-        with trio.CancelScope(shield=True), trio.move_on_after(2.0):
-            await store.close()
 
 
 async def _stop_on_sigterm(

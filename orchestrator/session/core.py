@@ -35,10 +35,14 @@ acts):
    part), and the core carries that out in order. Only `Responses` feeds a response chart.
 8. Input processing sees the client's audio before any part does, and every step's events as
    they leave (`_flush`), so its reference is exactly what the client was told to play.
-9. Turn boundaries: a step whose events commit a user turn, end a response, update the
-   session, truncate, add or delete an item, or whose input is a turn's transcript, ends with
+9. Turn boundaries: a step whose events commit a user turn, start or end a response, update
+   the session, truncate, add or delete an item, or whose input is a turn's transcript, ends with
    one `Checkpoint` (after its events: orchestrator/session/actions.py). Between two of them
    nothing another process needs has changed but a live response, which a takeover ends.
+10. Takeover (`restore`, `end_lost`): a session restored from another process's state ends
+   the responses that process was generating (`CoreState.live`: their `response.done` not
+   yet sent): each gets `output_audio_buffer.cleared` and `response.done` `failed`, once;
+   history holds of them what the state held (their empty boundary).
 """
 
 from __future__ import annotations
@@ -113,6 +117,7 @@ __all__ = ["CoreConfig", "CoreErrorCode", "CoreInput", "SessionCore", "Step"]
 # Rule 9: server events that mark a turn boundary.
 _BOUNDARIES = (
     se.InputAudioBufferCommitted,
+    se.ResponseCreated,
     se.ResponseDone,
     se.SessionUpdated,
     se.ConversationItemTruncated,
@@ -215,7 +220,8 @@ class SessionCore:
     def state(self) -> CoreState:
         """What another process needs to go on with this session: settings, conversation,
         the id counter, and the responses still live (which it will have to end)."""
-        return CoreState(self.settings, self.conversation.items, self._ids.count, tuple(self.live))
+        generating = tuple(rid for rid, live in self.live.items() if live.chart.is_generating)
+        return CoreState(self.settings, self.conversation.items, self._ids.count, generating)
 
     @classmethod
     def restore(
@@ -230,6 +236,23 @@ class SessionCore:
             core.conversation.add(item)
         core._ids.count = state.next_id
         return core
+
+    def end_lost(self, response_ids: Iterable[str], now_ms: int | None = None) -> Step:
+        """Rule 10: the responses another process was generating when it was lost."""
+        self._clock(now_ms)
+        for rid in response_ids:
+            self._out.send(self.env.cleared(rid))
+            self._out.send(
+                self.env.response_done(
+                    rid,
+                    "failed",
+                    "the server generating this response was lost; the session was taken over",
+                    output=(),
+                    audio=self.settings.audio_output,
+                    output_tokens=0,
+                )
+            )
+        return self._flush()
 
     def handle(self, event: CoreInput, now_ms: int | None = None) -> Step:
         """One input, with the caller's clock (ms, monotonic) when it has one."""

@@ -128,7 +128,7 @@ class CoreState:
     settings: SessionConfig
     items: tuple[conv.Item, ...]
     next_id: int  # the id counter: new ids follow it
-    live: tuple[str, ...] = ()  # responses generating or playing
+    live: tuple[str, ...] = ()  # responses generating (their response.done not yet sent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,15 @@ Each session keeps its latest snapshot in the session store at every turn bounda
 
 from __future__ import annotations
 
+import re
+import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 from websockets.sync.client import connect
@@ -45,6 +49,9 @@ def _server(triton: TritonServer, redis_url: str, route: str) -> BackgroundServe
             route_id=route,
             session_store=redis_url,
             disconnect_grace_s=5.0,
+            # The snapshots' ttl is the grace plus the drain; a lease is renewed every third of
+            # it, so a worker whose session was taken over hears it within 2 s.
+            drain_timeout_s=1.0,
         )
     )
 
@@ -52,6 +59,12 @@ def _server(triton: TritonServer, redis_url: str, route: str) -> BackgroundServe
 @pytest.fixture(scope="module")
 def worker_a(triton_server: TritonServer, redis_url: str) -> Iterator[BackgroundServer]:
     with _server(triton_server, redis_url, "wa") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def worker_b(triton_server: TritonServer, redis_url: str) -> Iterator[BackgroundServer]:
+    with _server(triton_server, redis_url, "wb") as running:
         yield running
 
 
@@ -65,6 +78,25 @@ def _stored(redis_url: str, session_id: str) -> snap.SessionSnapshot | None:
         return snap.decode(found.data) if found is not None else None
 
     return trio.run(read)
+
+
+class _Nothing:
+    last_seq = -1
+    live: tuple[str, ...] = ()
+
+
+snap_none = _Nothing()
+
+
+def _drop(ws: Any) -> None:
+    """Gone without a close frame: the worker's side sees the connection reset."""
+    sock = ws.socket
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
 
 
 def _context(session: RawSession) -> list[dict[str, Any]]:
@@ -107,3 +139,107 @@ def test_each_turn_leaves_a_snapshot_of_the_conversation_in_redis(
         assert stored.journal and stored.journal[-1].seq == stored.last_seq
     # The client left with a 1000 close: the session is over, so is its snapshot.
     assert _eventually(lambda: _stored(redis_url, sid) is None), "snapshot kept after the end"
+
+
+def _open(server: BackgroundServer, query: str = "") -> tuple[Any, RawSession, dict[str, Any]]:
+    ws = connect(server.url + (f"?{query}" if query else ""), max_size=None, open_timeout=10)
+    session = RawSession(ws)
+    created = session.recv()
+    assert created["type"] == "session.created", created
+    return ws, session, created
+
+
+def _seqs(events: list[dict[str, Any]]) -> list[int]:
+    return [e["server_event_seq"] for e in events if "server_event_seq" in e]
+
+
+def _metric(server: BackgroundServer, name: str) -> float:
+    text = httpx.get(f"{server.http_url}/metrics", timeout=5).text
+    match = re.search(re.escape(name) + r" (\S+)", text)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_a_resume_at_another_worker_takes_the_session_over_with_its_conversation(
+    worker_a: BackgroundServer, worker_b: BackgroundServer, redis_url: str
+) -> None:
+    ws, first, created = _open(worker_a)
+    sid, token = created["session"]["id"], created["resume_token"]
+    _manual(first, max_tokens=4)
+    _ask_text(first, "My name is Ada.")
+    done = first.until("response.done", timeout_s=30)
+    items = _context(first)
+    before = first.events
+    last = _seqs(before)[-1]
+    # The response's end is a turn boundary: the snapshot holds everything up to it (the
+    # context the client asked for after it is no boundary, and need not be in it).
+    ended = done["server_event_seq"]
+    assert _eventually(lambda: (_stored(redis_url, sid) or snap_none).last_seq >= ended)
+    _drop(ws)
+    fenced = _metric(worker_a, 'turntaker_snapshot_writes_total{result="fenced"}')
+
+    ws2, second, provisional = _open(worker_b, f"session_id={sid}")
+    try:
+        assert provisional["session"]["id"] != sid
+        second.send(
+            {
+                "type": "session.resume",
+                "session_id": sid,
+                "resume_token": token,
+                "last_server_event_seq": last,
+            }
+        )
+        resumed = second.until("session.resumed", timeout_s=10)
+        assert resumed["session_id"] == sid and resumed["replayed_from_seq"] == last + 1
+        assert resumed["resume_token"] != token
+        # The conversation went with it: the same items, the same settings.
+        assert [i["id"] for i in _context(second)] == [i["id"] for i in items]
+        _ask_text(second, "What is my name?")
+        answer = second.until("response.done", timeout_s=30)
+        assert answer["response"]["status"] in ("completed", "incomplete"), answer
+        after = second.events[second.events.index(resumed) + 1 :]
+        # One sequence across both workers: nothing repeated, nothing skipped.
+        assert _seqs(after)[0] == last + 1
+        assert _seqs([*before, *after]) == list(range(1, _seqs(after)[-1] + 1))
+        assert done["response"]["id"] != answer["response"]["id"]
+    finally:
+        ws2.close()
+    # Worker A lost its lease: its next snapshot is fenced, and its copy of the session ends.
+    grew = _eventually(
+        lambda: _metric(worker_a, 'turntaker_snapshot_writes_total{result="fenced"}') > fenced,
+        timeout_s=8,
+    )
+    assert grew, "worker A never heard that its session was taken over"
+
+
+def test_an_answer_the_lost_worker_was_generating_ends_failed_on_the_new_one(
+    worker_a: BackgroundServer, worker_b: BackgroundServer, redis_url: str
+) -> None:
+    ws, first, created = _open(worker_a)
+    sid, token = created["session"]["id"], created["resume_token"]
+    # 400 tokens of `null`: about 30 s of answer, still generating on A when B takes over.
+    _manual(first, max_tokens=400)
+    rid = _ask_text(first, "Talk to me for a while.")
+    first.until("response.output_audio.delta", timeout_s=30)
+    last = _seqs(first.events)[-1]
+    assert _eventually(lambda: rid in (_stored(redis_url, sid) or snap_none).live)
+    _drop(ws)
+
+    ws2, second, _ = _open(worker_b, f"session_id={sid}")
+    try:
+        second.send(
+            {
+                "type": "session.resume",
+                "session_id": sid,
+                "resume_token": token,
+                "last_server_event_seq": last,
+            }
+        )
+        second.until("session.resumed", timeout_s=10)
+        ended = second.until("response.done", timeout_s=10)
+        assert ended["response"]["id"] == rid
+        assert ended["response"]["status"] == "failed", ended["response"]
+        # Its reply is in the history as far as it was heard: here, not at all.
+        [reply] = [i for i in _context(second) if i.get("role") == "assistant"]
+        assert reply["content"] == []
+    finally:
+        ws2.close()

@@ -15,7 +15,8 @@ Rules:
   one call per request, after any spoken text, and the stream ends soon after the call's
   arguments close (llm.py says how calls are decoded).
 - `END_REASON` (STRING [1], contract.EndReason) is "" on every response but one: a generation
-  that max_tokens (or the context left) ended, not the model ("length"), ends with one more
+  that max_tokens (or the context left) ended, not the model ("length"), and that made no
+  call (a call is whole when sent: the reply is complete), ends with one more
   response of its own carrying "max_output_tokens" (and "" in every other output), after all
   of its text; tts passes it on after the audio of everything before it.
 """
@@ -145,8 +146,10 @@ class LlmService:
             finally:
                 # Frees the KV cache now if the loop above left the generator unfinished.
                 steps.close()
-            if stats.finish_reason == "length":
-                # The budget, not the model, ended the answer: the client is told so.
+            if stats.finish_reason == "length" and stats.tool_call is None:
+                # The budget, not the model, ended the answer: the client is told so. A call
+                # is sent only once its arguments are whole, so a reply that made one is
+                # complete, whatever the budget did after it (OpenAI's call is `completed`).
                 try:
                     reply.send(_outputs(Step(""), request_id, raw_params, "max_output_tokens"))
                 except Exception:

@@ -67,11 +67,25 @@ from orchestrator.session.actions import (
     Transcribe,
 )
 from orchestrator.session.core import CoreConfig, CoreInput, SessionCore, Step
+from orchestrator.session.core_types import CoreState
 from orchestrator.session.inputs import CloseReason, CloseRequested, SpeechProbabilities
 from orchestrator.session.resume import link_events
-from orchestrator.session.resume.link import ResumeFailed, SessionLink
+from orchestrator.session.resume import snapshot as snap
+from orchestrator.session.resume.link import Resumed, ResumeFailed, SessionLink
+from orchestrator.session.resume.snapshot import SessionSnapshot
 
-__all__ = ["SessionActor", "SessionEnd", "pipeline_request_id"]
+__all__ = ["SessionActor", "SessionEnd", "TakenOver", "pipeline_request_id"]
+
+
+@dataclass(frozen=True)
+class TakenOver:
+    """A session this process takes over from another's snapshot (host.py): the snapshot,
+    the link judged by it (link.py rule 6), what its client is told, and the lease's token."""
+
+    snapshot: SessionSnapshot
+    link: SessionLink
+    resumed: Resumed
+    fence: int
 
 
 @dataclass(frozen=True)
@@ -101,26 +115,38 @@ class SessionActor:
         *,
         append_budget: AppendBudget | None = None,
         identity: str = "anonymous",
+        taken: TakenOver | None = None,
     ) -> None:
         self.session_id = session_id
         self._append_budget = append_budget
         self.config = config
         self.services = services
-        self.core = SessionCore(
-            session_id,
-            CoreConfig(
-                model=config.model,
-                transcriber=services.transcriber is not None,
-                transcripts_for_pipeline=services.transcripts_for_pipeline,
-                transcript_wait_ms=int(services.transcript_wait_s * 1000),
-                turn_model=services.turn is not None,
-                processors=services.processors,
-            ),
+        core_config = CoreConfig(
+            model=config.model,
+            transcriber=services.transcriber is not None,
+            transcripts_for_pipeline=services.transcripts_for_pipeline,
+            transcript_wait_ms=int(services.transcript_wait_s * 1000),
+            turn_model=services.turn is not None,
+            processors=services.processors,
         )
+        self._taken = taken
+        if taken is None:
+            self.core = SessionCore(session_id, core_config)
+            link = SessionLink(session_id, identity, config.resume_journal_bytes)
+        else:
+            snapshot = taken.snapshot
+            state = CoreState(
+                snapshot.settings,
+                snap.items_from_snapshot(snapshot.items),
+                snapshot.next_id,
+                snapshot.live,
+            )
+            self.core = SessionCore.restore(session_id, state, core_config)
+            link = taken.link
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
         self._attachment = Attachment(
             self,
-            SessionLink(session_id, identity, config.resume_journal_bytes),
+            link,
             connection,
             grace_s=config.disconnect_grace_s,
             slow_client_timeout_s=config.slow_client_timeout_s,
@@ -137,6 +163,8 @@ class SessionActor:
                 max_bytes=config.snapshot_max_bytes,
                 max_image_bytes=config.snapshot_image_bytes,
                 state=lambda: (self.core, self.link),
+                version=taken.snapshot.version if taken is not None else 0,
+                fence=taken.fence if taken is not None else None,
             )
         self._vad = VadFeeder(services.vad, config.vad_backlog_chunks, self._post)
         self._timers = Timers(self._post)
@@ -212,7 +240,10 @@ class SessionActor:
     ) -> ResumeFailed | None:
         """A resume of this session from `connection` (its first event): judged by the link;
         when honoured, `connection` carries this session from here on."""
-        return self._attachment.take_over(connection, request, identity)
+        failed = self._attachment.take_over(connection, request, identity)
+        if failed is None and self._checkpoints is not None:
+            self._checkpoints.checkpoint()  # a new token: the snapshot keeps its digest
+        return failed
 
     def discard(self) -> None:
         """A provisional session whose connection resumed another: gone without a word."""
@@ -269,8 +300,17 @@ class SessionActor:
             nursery.cancel_scope.cancel()
 
     async def _serve(self) -> None:
-        opened = self.core.open(self._timers.now_ms())
-        await self._carry_out(link_events.opened(opened, self.link.token))
+        if self._taken is None:
+            opened = self.core.open(self._timers.now_ms())
+            await self._carry_out(link_events.opened(opened, self.link.token))
+        else:
+            # Taken over (link.py rule 6): resumed and replayed, then the responses the lost
+            # worker was generating end (core rule 10).
+            self._attachment.attach_taken_over(self._taken.resumed)
+            lost = self.core.end_lost(self._taken.snapshot.live, self._timers.now_ms())
+            await self._carry_out(lost)
+            if self._checkpoints is not None:
+                self._checkpoints.checkpoint()  # the new token's digest, the new lease
         async for mail in self._mail_recv:
             step = await self._step(mail)
             if isinstance(mail, _Input) and isinstance(mail.event, SpeechProbabilities):

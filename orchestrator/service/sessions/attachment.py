@@ -29,7 +29,7 @@ from orchestrator.service.sessions.connection import CarriedSession, Connection
 from orchestrator.session import ending
 from orchestrator.session.actions import SessionEnd
 from orchestrator.session.resume import link_events
-from orchestrator.session.resume.link import ResumeFailed, SessionLink
+from orchestrator.session.resume.link import Resumed, ResumeFailed, SessionLink
 from statecharts.effects import (
     ArmGrace,
     AttachConnection,
@@ -117,6 +117,14 @@ class Attachment:
             else:
                 self._carry_out([effect])
         return None
+
+    def attach_taken_over(self, verdict: Resumed) -> None:
+        """A session taken over from another process's snapshot (link.py rule 6): its
+        connection hears `session.resumed` and the replay first, outside the bounds."""
+        connection = self.connection
+        assert connection is not None
+        resumed = self._encode(link_events.resumed(self.link.session_id, verdict))
+        connection.outbox.put_replay([(0, resumed), *((e.seq, e.text) for e in verdict.replay)])
 
     async def say_resume_failed(
         self, connection: Connection, failed: ResumeFailed, event_id: str | None

@@ -12,8 +12,10 @@ Plumbing, as vad_feeder.py is: it decides nothing. When a snapshot is due is the
 3. While the session lives, its latest snapshot is offered again with each renewal, so it
    does not expire between turns (the store's ttl is the resume grace).
 4. At its end: a session that ended for good (the client left, its grace passed, a fault)
-   has its snapshot and lease deleted, so no one can take over what is over; one ended by a
-   drain (`keep=True`) leaves both to expire, for another worker to take it over.
+   has its snapshot and lease deleted, so no one can take over what is over, but only while
+   its lease is still this session's (`release` says so): a session taken over elsewhere
+   leaves the new owner's state alone. One ended by a drain (`keep=True`) leaves both to
+   expire, for another worker to take it over.
 A store error is logged, never raised into the session: without a store a session goes on
 in memory, as it would have before (docs/deployment.md).
 """
@@ -47,6 +49,7 @@ class Checkpoints:
         max_image_bytes: int,
         state: Callable[[], tuple[SessionCore, SessionLink]],
         version: int = 0,
+        fence: int | None = None,
     ) -> None:
         self.session_id = session_id
         self._store = store
@@ -57,7 +60,8 @@ class Checkpoints:
         self._max_image_bytes = max_image_bytes
         self._state = state
         self.version = version  # the last snapshot's (a takeover goes on from the one it read)
-        self.fence: int | None = None
+        # The lease's token: a takeover comes with the one it acquired (host.py).
+        self.fence = fence
         self._due = False
         self._last: bytes | None = None
 
@@ -118,8 +122,11 @@ class Checkpoints:
                 self.checkpoint()
             return
         self._writer.forget(self.session_id)
-        with trio.move_on_after(self._ttl_s):
+        if self.fence is None:
+            return  # never held the lease: nothing here is this session's to delete
+        with trio.move_on_after(min(self._ttl_s, 2.0)):
             try:
-                await self._store.delete(self.session_id)
+                if await self._store.release(self.session_id, self._owner, self.fence):
+                    await self._store.delete(self.session_id)
             except StoreError as error:
                 log.warning("session %s: snapshot not deleted (%s)", self.session_id, error)

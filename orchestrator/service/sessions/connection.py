@@ -19,7 +19,7 @@ It knows its session only as `CarriedSession` (below), so it imports no actor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import trio
@@ -61,7 +61,7 @@ class CarriedSession(Protocol):
 
 # Judges a connection's resume (host.py): the request, and whether it is the connection's
 # first client event; None when honoured.
-ResumeHandler = Callable[["Connection", ce.SessionResume, bool], ResumeFailed | None]
+ResumeHandler = Callable[["Connection", ce.SessionResume, bool], Awaitable[ResumeFailed | None]]
 
 
 class Connection:
@@ -88,7 +88,7 @@ class Connection:
         event = session.decode(data)
         first, self.first = self.first, False
         if isinstance(event, ce.SessionResume):
-            failed = self._resume(self, event, first)
+            failed = await self._resume(self, event, first)
             if failed is not None and self.session is not None:
                 await self.session.say_resume_failed(self, failed, event.event_id)
             return

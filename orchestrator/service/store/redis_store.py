@@ -183,7 +183,9 @@ class RedisStore:
     async def _call(self, call: Callable[[], T]) -> T:
         try:
             return await trio.to_thread.run_sync(call, limiter=self._limiter)
-        except redis.RedisError as error:
+        except (redis.RedisError, OSError, ValueError) as error:
+            # redis-py lets a socket's own error through when the pool is closed under a
+            # call (a store closed at the server's exit): rule 6 all the same.
             raise StoreUnavailable(f"session store {self._where}: {error}") from error
 
 

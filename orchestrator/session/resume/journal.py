@@ -20,6 +20,7 @@ Pure: no clocks, no I/O.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -40,6 +41,27 @@ class EventJournal:
         # The seq of the newest event ever appended (0: none), kept when everything is evicted.
         self.last_seq = 0
         self.overflowed = False
+
+    @classmethod
+    def restored(
+        cls, max_bytes: int, entries: Sequence[JournalEntry], last_seq: int
+    ) -> EventJournal:
+        """Another process's journal (a snapshot's copy, `held()`): its events, contiguous,
+        ending at `last_seq` (none: nothing is held after it)."""
+        journal = cls(max_bytes)
+        journal.last_seq = entries[0].seq - 1 if entries else last_seq
+        for entry in entries:
+            journal.append(entry.seq, entry.text)
+        if journal.last_seq != last_seq:
+            raise ValueError(f"a journal ending at {journal.last_seq}, not at {last_seq}")
+        return journal
+
+    def skip_to(self, seq: int) -> None:
+        """Events up to `seq` were sent, but not journaled here (a takeover whose client saw
+        more than the snapshot held): nothing up to it can be replayed, and the next event
+        is `seq + 1`."""
+        self.ack(seq)
+        self.last_seq = max(self.last_seq, seq)
 
     def __len__(self) -> int:
         return len(self._entries)

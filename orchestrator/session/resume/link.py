@@ -18,6 +18,12 @@ Rules (docs/protocol.md "Session resume"):
    `last_server_event_seq`. Otherwise it fails with a reason; an unknown session and a wrong
    token read the same, so a guess learns nothing. A successful one replays exactly the
    events after that seq, in order, with their original seq and event id.
+6. A takeover (a resume of a session this process does not hold, from the snapshot another
+   one left: snapshot.py) is judged as rule 5 against the snapshot: the token by its digest,
+   the identity, the journal. A client that saw events past the snapshot (the worker went on
+   before it was lost) gets no replay, and the sequence goes on after its last seq: no seq
+   is reused, and the events between are no one's to replay (what they were about, a live
+   response, is ended by the session that takes over).
 
 Pure: no clocks, no I/O; the token source is injected for tests.
 """
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from orchestrator.session.resume.journal import EventJournal, JournalEntry
+from orchestrator.session.resume.snapshot import SessionSnapshot, token_matches
 from statecharts import connection_events as cev
 from statecharts.connection import ConnectionChart
 from statecharts.effects import Effect
@@ -99,6 +106,35 @@ class SessionLink:
         self._seq = 0
         # The last event the current (or last) connection's socket took.
         self._delivered = 0
+
+    @classmethod
+    def taken_over(
+        cls,
+        snapshot: SessionSnapshot,
+        token: str,
+        identity: str,
+        last_seq: int,
+        journal_bytes: int,
+        new_token: Callable[[], str] = new_resume_token,
+    ) -> tuple[SessionLink, Resumed] | ResumeFailed:
+        """Rule 6: the link of a session taken over from `snapshot`, attached to the resuming
+        client, and what it is told; or why not."""
+        if not token_matches(snapshot, token):
+            return resume_failed("unknown")
+        if identity != snapshot.identity:
+            return resume_failed("other_key")
+        entries = [JournalEntry(e.seq, e.text) for e in snapshot.journal]
+        journal = EventJournal.restored(journal_bytes, entries, snapshot.last_seq)
+        journal.skip_to(last_seq)
+        replay = journal.after(last_seq)
+        if replay is None:
+            held = f"{journal.first_seq}..{journal.last_seq}"
+            return resume_failed("not_journaled", f"(asked after {last_seq}; journaled: {held})")
+        link = cls(snapshot.session_id, identity, journal_bytes, new_token)
+        link.journal = journal
+        link._seq = journal.last_seq
+        link._delivered = last_seq
+        return link, Resumed(link.token, last_seq + 1, replay, [])
 
     def __repr__(self) -> str:  # rule 4: no token
         return f"SessionLink({self.session_id!r}, seq={self._seq}, {sorted(self.chart.active)})"

@@ -60,3 +60,25 @@ def test_rule9_a_turns_transcript_asks_for_one() -> None:
     [ask] = [a for a in stopped.actions if isinstance(a, Transcribe)]
     heard = core.handle(TranscriptReady(ask.item_id, "Hello there.", None, 0.5))
     assert checkpoints(heard) == 1
+
+
+def test_rule10_a_takeover_ends_what_the_lost_process_was_generating_once() -> None:
+    from orchestrator.protocol import server as se
+
+    core = SessionCore("t", CoreConfig())
+    core.open()
+    _, _, stopped = spoken_turn(core)
+    [start] = [a for a in stopped.actions if isinstance(a, StartBackend)]
+    state = core.state()
+    assert state.live == (start.response_id,)  # generating: its response.done not yet sent
+    taken = SessionCore.restore("t", state, CoreConfig())
+    ended = taken.end_lost(state.live)
+    kinds = [type(e) for e in ended.events]
+    assert kinds == [se.OutputAudioBufferCleared, se.ResponseDone]
+    [done] = [e for e in ended.events if isinstance(e, se.ResponseDone)]
+    assert done.response.id == start.response_id and done.response.status == "failed"
+    assert checkpoints(ended) == 1
+    assert taken.conversation.items == core.conversation.items
+
+    finished = core.backend(BackendDone(start.response_id, start.seq))
+    assert checkpoints(finished) == 1 and core.state().live == ()  # done: nothing to end

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from orchestrator.protocol.session_config import SessionConfig
 from orchestrator.session.resume.link import (
     Resumed,
     ResumeFailed,
@@ -12,6 +13,7 @@ from orchestrator.session.resume.link import (
     new_resume_token,
     refuse_unknown,
 )
+from orchestrator.session.resume.snapshot import JournaledEvent, SessionSnapshot, token_digest
 from statecharts.effects import ArmGrace, AttachConnection, CancelGrace, EndUnattended
 
 
@@ -143,3 +145,54 @@ def test_rule_4_an_ack_frees_journaled_events_but_never_past_what_was_sent() -> 
     link.record(seq, "unsent")
     link.acked(100)
     assert link.journal.first_seq == 6
+
+
+def _snapshot_of(link: SessionLink) -> SessionSnapshot:
+    return SessionSnapshot(
+        session_id=link.session_id,
+        version=3,
+        identity=link.identity,
+        token_sha256=token_digest(link.token),
+        settings=SessionConfig(),
+        items=(),
+        next_id=0,
+        last_seq=link.last_seq,
+        journal=tuple(JournaledEvent(e.seq, e.text) for e in link.journal.held()),
+    )
+
+
+def test_rule_6_a_takeover_replays_the_snapshots_journal_and_goes_on_with_its_sequence() -> None:
+    old = _link()
+    _send(old, 5)
+    snapshot = _snapshot_of(old)
+    verdict = SessionLink.taken_over(snapshot, old.token, "alice", 2, 10_000, lambda: "new")
+    assert not isinstance(verdict, ResumeFailed), verdict
+    link, resumed = verdict
+    assert [e.seq for e in resumed.replay] == [3, 4, 5] and resumed.replayed_from_seq == 3
+    assert resumed.token == link.token == "new"
+    assert link.next_seq() == 6  # no seq reused
+
+
+def test_rule_6_a_client_past_the_snapshot_gets_no_replay_and_no_seq_twice() -> None:
+    old = _link()
+    _send(old, 5)
+    snapshot = _snapshot_of(old)
+    _send(old, 3)  # the lost worker went on: the client saw 6..8, the snapshot never did
+    verdict = SessionLink.taken_over(snapshot, old.token, "alice", 8, 10_000)
+    assert not isinstance(verdict, ResumeFailed), verdict
+    link, resumed = verdict
+    assert resumed.replay == [] and resumed.replayed_from_seq == 9
+    assert link.next_seq() == 9
+
+
+def test_rule_6_a_takeover_is_judged_as_a_resume() -> None:
+    old = _link()
+    _send(old, 5)
+    snapshot = _snapshot_of(old)
+    wrong = SessionLink.taken_over(snapshot, "not-the-token", "alice", 5, 10_000)
+    other = SessionLink.taken_over(snapshot, old.token, "bob", 5, 10_000)
+    old.acked(4)  # the client acknowledged up to 4: a resume from before it cannot replay
+    gone = SessionLink.taken_over(_snapshot_of(old), old.token, "alice", 1, 10_000)
+    assert isinstance(wrong, ResumeFailed) and wrong.reason == "unknown"
+    assert isinstance(other, ResumeFailed) and other.reason == "other_key"
+    assert isinstance(gone, ResumeFailed) and gone.reason == "not_journaled"
