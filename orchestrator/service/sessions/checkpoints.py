@@ -7,8 +7,11 @@ Plumbing, as vad_feeder.py is: it decides nothing. When a snapshot is due is the
    before it is held are written once it is (the state then is what counts).
 2. Each checkpoint: the core's state and the link's sequence, token digest and journal,
    encoded (`snapshot.encode`, bounded by `snapshot_max_bytes`) and offered to the process's
-   one `SnapshotWriter` (latest wins; it counts and logs every failure). A snapshot over its
-   bound is logged and skipped: the store keeps the previous one.
+   one `SnapshotWriter` (latest wins; it counts and logs every failure), `COALESCE_S` after it
+   was asked: the step's events leave first (a barge-in's `output_audio_buffer.cleared` never
+   waits for an encode), and the boundaries of one moment (a commit, the old response's end,
+   the new one's start) make one snapshot. A snapshot over its bound is logged and skipped:
+   the store keeps the previous one.
 3. While the session lives, its latest snapshot is offered again with each renewal, so it
    does not expire between turns (the store's ttl is the resume grace).
 4. At its end: a session that ended for good (the client left, its grace passed, a fault)
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Final
 
 import trio
 
@@ -34,6 +38,9 @@ from orchestrator.session.resume import snapshot as snap
 from orchestrator.session.resume.link import SessionLink
 
 log = logging.getLogger("turntaker.snapshots")
+
+# Rule 2: how long after a boundary its snapshot is taken.
+COALESCE_S: Final = 0.01
 
 
 class Checkpoints:
@@ -63,35 +70,49 @@ class Checkpoints:
         # The lease's token: a takeover comes with the one it acquired (host.py).
         self.fence = fence
         self._due = False
+        self._wake = trio.Event()
         self._last: bytes | None = None
 
     async def run(self) -> None:
-        """Rules 1 and 3, until cancelled with the session."""
+        """Rules 1-3, until cancelled with the session."""
         while self.fence is None:
             try:
                 self.fence = await self._store.acquire(self.session_id, self._owner, self._ttl_s)
             except StoreError as error:
                 log.warning("session %s: no lease yet (%s); retrying", self.session_id, error)
                 await trio.sleep(min(self._ttl_s / 3, 5.0))
-        if self._due:
-            self.checkpoint()
+        renew_at = trio.current_time() + self._ttl_s / 3
         while True:
-            await trio.sleep(self._ttl_s / 3)
-            try:
-                await self._store.renew(self.session_id, self._owner, self.fence, self._ttl_s)
-            except StoreError as error:
-                log.warning("session %s: lease not renewed (%s)", self.session_id, error)
-            if self._last is not None:
-                self.version += 1
-                self._writer.offer(self.session_id, self.version, self._last, fence=self.fence)
+            with trio.move_on_at(renew_at):
+                await self._wake.wait()
+            if self._due:
+                await trio.sleep(COALESCE_S)
+                self._write()
+            if trio.current_time() >= renew_at:
+                renew_at = trio.current_time() + self._ttl_s / 3
+                await self._renew()
+
+    async def _renew(self) -> None:
+        """Rule 3."""
+        assert self.fence is not None
+        try:
+            await self._store.renew(self.session_id, self._owner, self.fence, self._ttl_s)
+        except StoreError as error:
+            log.warning("session %s: lease not renewed (%s)", self.session_id, error)
+        if self._last is not None:
+            self.version += 1
+            self._writer.offer(self.session_id, self.version, self._last, fence=self.fence)
 
     def checkpoint(self) -> None:
-        """Rule 2: the session's state now, offered to the writer (at once, or once the lease
-        is held)."""
+        """Rule 2: a snapshot is due (written by `run`, once the lease is held)."""
+        self._due = True
+        self._wake.set()
+
+    def _write(self) -> None:
         if self.fence is None:
-            self._due = True
-            return
+            return  # still due: `run` writes it once the lease is held
         self._due = False
+        self._wake = trio.Event()
         core, link = self._state()
         state = core.state()
         self.version += 1
@@ -119,7 +140,7 @@ class Checkpoints:
         """Rule 4."""
         if keep:
             if self._due or self._last is None:
-                self.checkpoint()
+                self._write()
             return
         self._writer.forget(self.session_id)
         if self.fence is None:
