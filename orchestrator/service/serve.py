@@ -281,6 +281,10 @@ async def _serve(
         task_status.started([f"http://{config.host}:{config.port}"])
         await stop.wait()
         await drain(state, config.drain_timeout_s)
+        # The drained sessions' last snapshots go out before the writer is cancelled: another
+        # worker takes those sessions over from them (bounded: a store that hangs is left).
+        with trio.move_on_after(2.0):
+            await snapshots.wait_idle()
         nursery.cancel_scope.cancel()
 
 

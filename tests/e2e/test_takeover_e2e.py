@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from orchestrator.service.config import ServiceConfig
@@ -241,5 +242,45 @@ def test_an_answer_the_lost_worker_was_generating_ends_failed_on_the_new_one(
         # Its reply is in the history as far as it was heard: here, not at all.
         [reply] = [i for i in _context(second) if i.get("role") == "assistant"]
         assert reply["content"] == []
+    finally:
+        ws2.close()
+
+
+def test_a_drained_worker_leaves_its_sessions_for_another_to_take_over(
+    triton_server: TritonServer, worker_b: BackgroundServer, redis_url: str
+) -> None:
+    # A rolling restart's step: SIGTERM (here `drain()`) ends the worker's sessions with 1001,
+    # and their snapshots stay in the store for the resume the client makes next.
+    with _server(triton_server, redis_url, "wc") as worker_c:
+        ws, first, created = _open(worker_c)
+        sid, token = created["session"]["id"], created["resume_token"]
+        _manual(first, max_tokens=4)
+        _ask_text(first, "Remember the number seven.")
+        first.until("response.done", timeout_s=30)
+        items = _context(first)
+        worker_c.drain()
+        assert worker_c.wait_stopped(15), "the drain did not end"
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                first.recv(timeout_s=5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        last = _seqs(first.events)[-1]
+        ws.close()
+    stored = _stored(redis_url, sid)
+    assert stored is not None and stored.last_seq == last, "the drain's last events not kept"
+
+    ws2, second, _ = _open(worker_b, f"session_id={sid}")
+    try:
+        second.send(
+            {
+                "type": "session.resume",
+                "session_id": sid,
+                "resume_token": token,
+                "last_server_event_seq": last,
+            }
+        )
+        resumed = second.until("session.resumed", timeout_s=10)
+        assert resumed["replayed_from_seq"] == last + 1
+        assert [i["id"] for i in _context(second)] == [i["id"] for i in items]
     finally:
         ws2.close()
