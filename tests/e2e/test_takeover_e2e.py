@@ -7,8 +7,6 @@ Each session keeps its latest snapshot in the session store at every turn bounda
 from __future__ import annotations
 
 import re
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from orchestrator.triton import TritonServer
 from tests.conftest import free_port
 from tests.e2e.realtime_client import RawSession
 from tests.e2e.test_conversation_e2e import _ask_text, _manual
+from tests.e2e.test_resume_e2e import _drop, _resume
 from tests.redis_server import RedisServer
 
 
@@ -87,17 +86,6 @@ class _Nothing:
 
 
 snap_none = _Nothing()
-
-
-def _drop(ws: Any) -> None:
-    """Gone without a close frame: the worker's side sees the connection reset."""
-    sock = ws.socket
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()
 
 
 def _context(session: RawSession) -> list[dict[str, Any]]:
@@ -181,14 +169,7 @@ def test_a_resume_at_another_worker_takes_the_session_over_with_its_conversation
     ws2, second, provisional = _open(worker_b, f"session_id={sid}")
     try:
         assert provisional["session"]["id"] != sid
-        second.send(
-            {
-                "type": "session.resume",
-                "session_id": sid,
-                "resume_token": token,
-                "last_server_event_seq": last,
-            }
-        )
+        _resume(second, sid, token, last)
         resumed = second.until("session.resumed", timeout_s=10)
         assert resumed["session_id"] == sid and resumed["replayed_from_seq"] == last + 1
         assert resumed["resume_token"] != token
@@ -227,14 +208,7 @@ def test_an_answer_the_lost_worker_was_generating_ends_failed_on_the_new_one(
 
     ws2, second, _ = _open(worker_b, f"session_id={sid}")
     try:
-        second.send(
-            {
-                "type": "session.resume",
-                "session_id": sid,
-                "resume_token": token,
-                "last_server_event_seq": last,
-            }
-        )
+        _resume(second, sid, token, last)
         second.until("session.resumed", timeout_s=10)
         ended = second.until("response.done", timeout_s=10)
         assert ended["response"]["id"] == rid
@@ -271,14 +245,7 @@ def test_a_drained_worker_leaves_its_sessions_for_another_to_take_over(
 
     ws2, second, _ = _open(worker_b, f"session_id={sid}")
     try:
-        second.send(
-            {
-                "type": "session.resume",
-                "session_id": sid,
-                "resume_token": token,
-                "last_server_event_seq": last,
-            }
-        )
+        _resume(second, sid, token, last)
         resumed = second.until("session.resumed", timeout_s=10)
         assert resumed["replayed_from_seq"] == last + 1
         assert [i["id"] for i in _context(second)] == [i["id"] for i in items]

@@ -92,18 +92,27 @@ def a_conversation() -> Session:
     return s
 
 
+def snapshot_of(
+    core: SessionCore, *, max_image_bytes: int = 1 << 20, **fields: Any
+) -> snap.SessionSnapshot:
+    """The snapshot of `core` as the session's checkpoints take it (the link's parts given)."""
+    state = core.state()
+    given: dict[str, Any] = {
+        "session_id": core.session_id,
+        "version": 1,
+        "identity": "key",
+        "token_sha256": snap.token_digest(TOKEN),
+        "settings": state.settings,
+        "items": snap.items_to_snapshot(state.items, max_image_bytes),
+        "next_id": state.next_id,
+        "last_seq": 0,
+    }
+    return snap.SessionSnapshot(**{**given, **fields})
+
+
 def taken_over(s: Session, *, max_image_bytes: int = 1 << 20) -> Session:
     state = s.core.state()
-    snapshot = snap.SessionSnapshot(
-        session_id=s.core.session_id,
-        version=1,
-        identity="key",
-        token_sha256=snap.token_digest(TOKEN),
-        settings=state.settings,
-        items=snap.items_to_snapshot(state.items, max_image_bytes),
-        next_id=state.next_id,
-        last_seq=len(s.wire),
-    )
+    snapshot = snapshot_of(s.core, max_image_bytes=max_image_bytes, last_seq=len(s.wire))
     back = snap.decode(snap.encode(snapshot, max_bytes=1 << 20))
     restored = snap.items_from_snapshot(back.items)
     state = type(state)(back.settings, restored, back.next_id)
@@ -147,16 +156,7 @@ def test_rule1_new_ids_never_repeat_the_old_sessions() -> None:
 
 
 def test_rule1_the_token_is_kept_only_as_its_digest() -> None:
-    snapshot = snap.SessionSnapshot(
-        session_id="s",
-        version=1,
-        identity="key",
-        token_sha256=snap.token_digest(TOKEN),
-        settings=SessionCore("s").settings,
-        items=(),
-        next_id=0,
-        last_seq=0,
-    )
+    snapshot = snapshot_of(SessionCore("s"))
     assert TOKEN.encode() not in snap.encode(snapshot, 1 << 20)
     assert snap.token_matches(snapshot, TOKEN) and not snap.token_matches(snapshot, TOKEN + "x")
 
@@ -164,19 +164,7 @@ def test_rule1_the_token_is_kept_only_as_its_digest() -> None:
 def test_rule2_user_audio_is_never_stored() -> None:
     before = a_conversation()
     state = before.core.state()
-    data = snap.encode(
-        snap.SessionSnapshot(
-            session_id="s",
-            version=1,
-            identity="",
-            token_sha256="",
-            settings=state.settings,
-            items=snap.items_to_snapshot(state.items, 1 << 20),
-            next_id=state.next_id,
-            last_seq=0,
-        ),
-        1 << 20,
-    )
+    data = snap.encode(snapshot_of(before.core), 1 << 20)
     audio = [p for i in state.items for p in i.content if isinstance(p, conv.InputAudio)]
     assert audio and all(len(p.audio) == 4800 for p in audio)
     assert len(data) < 4800 and base64.b64encode(bytes(4800)) not in data
@@ -192,17 +180,7 @@ def test_rule3_images_are_kept_newest_first_within_their_budget() -> None:
 
 def test_rule4_a_snapshot_over_its_bound_is_refused() -> None:
     before = a_conversation()
-    state = before.core.state()
-    snapshot = snap.SessionSnapshot(
-        session_id="s",
-        version=1,
-        identity="",
-        token_sha256="",
-        settings=state.settings,
-        items=snap.items_to_snapshot(state.items, 1 << 20),
-        next_id=state.next_id,
-        last_seq=0,
-    )
+    snapshot = snapshot_of(before.core)
     with pytest.raises(snap.SnapshotTooLarge):
         snap.encode(snapshot, 500)
 
@@ -218,16 +196,6 @@ def test_rule5_bytes_that_are_no_snapshot_are_refused(data: bytes) -> None:
 
 
 def test_rule5_a_format_this_server_does_not_know_is_refused() -> None:
-    snapshot = snap.SessionSnapshot(
-        format=snap.FORMAT + 1,
-        session_id="s",
-        version=1,
-        identity="",
-        token_sha256="",
-        settings=SessionCore("s").settings,
-        items=(),
-        next_id=0,
-        last_seq=0,
-    )
+    snapshot = snapshot_of(SessionCore("s"), format=snap.FORMAT + 1)
     with pytest.raises(snap.SnapshotUnreadable, match="format"):
         snap.decode(snap.encode(snapshot, 1 << 20))
