@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from orchestrator.service.loop_lag import LagSink, probe_loop_lag
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.sessions.host import SessionHost
 from orchestrator.service.sessions.services import SessionServices, VadService
-from orchestrator.service.store.base import SessionStore
+from orchestrator.service.store.base import SessionStore, StoreUnavailable
 from orchestrator.service.store.factory import open_store
 from orchestrator.service.store.writer import SnapshotWriter, WriteReport, WriteResult
 from orchestrator.service.ws_transport import install_transport_limit, transport_max_message_bytes
@@ -321,11 +322,22 @@ def run(args: argparse.Namespace) -> int:
     # A bad keys file or origin fails now, not after Triton's minutes of start-up.
     settings = access_settings(config)
     print(f"turntaker serve: access: {_describe(settings)}", flush=True)
+    # So does a session store that cannot be reached (Redis down at start).
+    try:
+        trio.run(_check_store, config.session_store)
+    except StoreUnavailable as error:
+        print(f"turntaker serve: {error}", file=sys.stderr, flush=True)
+        return 2
     if config.local_triton:
         with local_triton(config) as server:
             config = ServiceConfig(**{**config.__dict__, "triton_urls": (server.grpc_url,)})
             return _run_trio(config)
     return _run_trio(config)
+
+
+async def _check_store(spec: str) -> None:
+    store = await open_store(spec)
+    await store.close()
 
 
 def _describe(settings: AccessSettings) -> str:

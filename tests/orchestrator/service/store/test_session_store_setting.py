@@ -13,7 +13,7 @@ from orchestrator.service.store.factory import open_store
 from orchestrator.service.store.memory import MemoryStore
 from orchestrator.service.store.redis_store import RedisStore
 from tests.conftest import free_port
-from tests.orchestrator.service.store.conftest import RedisServer
+from tests.redis_server import RedisServer
 
 
 def test_the_session_store_is_memory_by_default() -> None:
@@ -56,3 +56,20 @@ async def test_open_store_follows_the_setting(redis_server: RedisServer) -> None
         await open_store(f"redis://127.0.0.1:{free_port()}/0")
     with pytest.raises(ValueError, match="session_store must be"):
         await open_store("postgres://h/0")
+
+
+def test_serve_with_an_unreachable_store_stops_at_once_with_a_clear_error() -> None:
+    # Redis down at start: one line saying which store and why, exit 2, before Triton's start.
+    import subprocess
+    import sys
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "serve", "--session-store", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "session store" in done.stderr and "127.0.0.1" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "triton" not in done.stdout.lower(), done
