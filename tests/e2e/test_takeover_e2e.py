@@ -251,3 +251,30 @@ def test_a_drained_worker_leaves_its_sessions_for_another_to_take_over(
         assert [i["id"] for i in _context(second)] == [i["id"] for i in items]
     finally:
         ws2.close()
+
+
+def test_redis_lost_while_serving_leaves_sessions_going_on_and_says_so(
+    triton_server: TritonServer, tmp_path: Path
+) -> None:
+    redis = RedisServer(tmp_path)
+    redis.start()
+    try:
+        with _server(triton_server, redis.url, "wd") as worker:
+            ws, session, _ = _open(worker)
+            try:
+                _manual(session, max_tokens=4)
+                _ask_text(session, "First question.")
+                session.until("response.done", timeout_s=30)
+                redis.kill()
+                _ask_text(session, "Second question, with the store gone.")
+                done = session.until("response.done", timeout_s=30)
+                assert done["response"]["status"] in ("completed", "incomplete"), done
+                failed = 'turntaker_snapshot_writes_total{result="failed"}'
+                assert _eventually(lambda: _metric(worker, failed) > 0, timeout_s=10), (
+                    "a snapshot that could not be written is not counted"
+                )
+                assert len(_context(session)) == 4  # both turns, in memory
+            finally:
+                ws.close()
+    finally:
+        redis.kill()
