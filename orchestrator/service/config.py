@@ -113,9 +113,11 @@ class ServiceConfig:
     # `redis://HOST:PORT/DB` (`rediss://` for TLS). Kept out of repr: a URL may hold a password.
     session_store: str = field(default="memory", repr=False)
     # A session snapshot's bounds (orchestrator/session/resume/snapshot.py rules 3-4): the
-    # whole encoded snapshot, and the images it keeps (newest first).
-    snapshot_max_bytes: int = 8 * 1024 * 1024
+    # whole encoded snapshot, the images it keeps and the journal's events it keeps (newest
+    # first; both well under the whole, so that a full journal never makes it too large).
+    snapshot_max_bytes: int = 12 * 1024 * 1024
     snapshot_image_bytes: int = 4 * 1024 * 1024
+    snapshot_journal_bytes: int = 4 * 1024 * 1024
 
     @property
     def snapshot_ttl_s(self) -> float:
@@ -193,6 +195,7 @@ _POSITIVE = (
     "disconnect_grace_s",
     "resume_journal_bytes",
     "snapshot_max_bytes",
+    "snapshot_journal_bytes",
 )
 
 

@@ -162,6 +162,7 @@ class SessionActor:
                 ttl_s=config.snapshot_ttl_s,
                 max_bytes=config.snapshot_max_bytes,
                 max_image_bytes=config.snapshot_image_bytes,
+                max_journal_bytes=config.snapshot_journal_bytes,
                 state=lambda: (self.core, self.link),
                 version=taken.snapshot.version if taken is not None else 0,
                 fence=taken.fence if taken is not None else None,

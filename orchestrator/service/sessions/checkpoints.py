@@ -54,6 +54,7 @@ class Checkpoints:
         ttl_s: float,
         max_bytes: int,
         max_image_bytes: int,
+        max_journal_bytes: int,
         state: Callable[[], tuple[SessionCore, SessionLink]],
         version: int = 0,
         fence: int | None = None,
@@ -65,6 +66,7 @@ class Checkpoints:
         self._ttl_s = ttl_s
         self._max_bytes = max_bytes
         self._max_image_bytes = max_image_bytes
+        self._max_journal_bytes = max_journal_bytes
         self._state = state
         self.version = version  # the last snapshot's (a takeover goes on from the one it read)
         # The lease's token: a takeover comes with the one it acquired (host.py).
@@ -125,7 +127,7 @@ class Checkpoints:
             items=snap.items_to_snapshot(state.items, self._max_image_bytes),
             next_id=state.next_id,
             last_seq=link.last_seq,
-            journal=tuple(snap.JournaledEvent(e.seq, e.text) for e in link.journal.held()),
+            journal=snap.journal_to_snapshot(link.journal.held(), self._max_journal_bytes),
             live=state.live,
         )
         try:

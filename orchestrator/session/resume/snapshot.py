@@ -14,8 +14,11 @@ a worker that does not hold a session reads it to take the session over. Rules:
 3. Images are kept, newest first, while `max_image_bytes` lasts; an older one past it is
    dropped from its item (the model sees the rest of that turn).
 4. Bounded: `encode` refuses a snapshot over `max_bytes` (`SnapshotTooLarge`); the store
-   keeps the previous one. The journal is already bounded (journal.py rule 2), the
-   conversation by its pruning limits (conversation.py).
+   keeps the previous one. The conversation is bounded by its pruning limits
+   (conversation.py); the journal kept is its newest events within `max_journal_bytes`
+   (`journal_to_snapshot`), contiguous, so that a session whose client never acknowledges
+   (its journal full: 8 MiB by default) still fits: a takeover's resume from before them
+   fails as `not_journaled`, as a resume after the journal's own eviction does.
 5. Versioned twice: `format` is this layout's number (a reader refuses one it does not know,
    `SnapshotUnreadable`, as it refuses bytes that do not decode), and `version` is the
    session's own count of snapshots, which the store uses to refuse an older write after a
@@ -28,12 +31,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
 
 from orchestrator.protocol.session_config import SessionConfig
 from orchestrator.session.history import conversation as conv
+from orchestrator.session.resume.journal import JournalEntry
 
 __all__ = [
     "FORMAT",
@@ -45,6 +50,7 @@ __all__ = [
     "encode",
     "items_from_snapshot",
     "items_to_snapshot",
+    "journal_to_snapshot",
     "token_digest",
     "token_matches",
 ]
@@ -125,6 +131,20 @@ class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     # Responses generating or playing when the snapshot was taken: the session that takes it
     # over ends them (their worker is gone) and tells the client.
     live: tuple[str, ...] = ()
+
+
+def journal_to_snapshot(
+    entries: Sequence[JournalEntry], max_journal_bytes: int
+) -> tuple[JournaledEvent, ...]:
+    """Rule 4: the newest events within `max_journal_bytes` (their text's length), in order."""
+    kept: list[JournaledEvent] = []
+    size = 0
+    for entry in reversed(entries):
+        size += len(entry.text)
+        if size > max_journal_bytes:
+            break
+        kept.append(JournaledEvent(entry.seq, entry.text))
+    return tuple(reversed(kept))
 
 
 def token_digest(token: str) -> str:

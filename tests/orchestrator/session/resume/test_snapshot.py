@@ -199,3 +199,17 @@ def test_rule5_a_format_this_server_does_not_know_is_refused() -> None:
     snapshot = snapshot_of(SessionCore("s"), format=snap.FORMAT + 1)
     with pytest.raises(snap.SnapshotUnreadable, match="format"):
         snap.decode(snap.encode(snapshot, 1 << 20))
+
+
+def test_rule4_a_full_journal_keeps_its_newest_events_within_its_bound() -> None:
+    # Was: a client that never acknowledges filled the journal (8 MiB) past the whole
+    # snapshot's bound (8 MiB too), and from then on its session was never checkpointed.
+    from orchestrator.session.resume.journal import JournalEntry
+
+    entries = [JournalEntry(seq, "x" * 100) for seq in range(1, 101)]
+    kept = snap.journal_to_snapshot(entries, 1000)
+    assert [e.seq for e in kept] == list(range(91, 101))  # the newest, contiguous
+    assert snap.journal_to_snapshot(entries, 10_000) == tuple(
+        snap.JournaledEvent(e.seq, e.text) for e in entries
+    )
+    assert snap.journal_to_snapshot(entries, 50) == ()
