@@ -146,7 +146,7 @@ class LlmService:
             finally:
                 # Frees the KV cache now if the loop above left the generator unfinished.
                 steps.close()
-            if stats.finish_reason == "length" and stats.tool_call is None:
+            if stats.finish_reason == "length" and not stats.tool_call:
                 # The budget, not the model, ended the answer: the client is told so. A call
                 # is sent only once its arguments are whole, so a reply that made one is
                 # complete, whatever the budget did after it (OpenAI's call is `completed`).

@@ -225,7 +225,12 @@ def test_rules3_4_a_stream_past_its_slot_ends_its_audio_and_the_other_speaks_as_
         speak(tiny, prompt, Engines(None, probe), None, max_codec_tokens=2)
     finally:
         probe.shutdown()
-    talker = TalkerEngine(tiny.talker, slots=2, max_len=prefill[0] + 10)
+    from turntaker_models.omni.batcher import Gather
+
+    # Each round waits (up to 2 s) for both slots, so the two share rounds however the machine
+    # schedules their threads (a stream that closes its slot leaves: batcher.py rule 3).
+    talker = TalkerEngine(tiny.talker, slots=2, max_len=prefill[0] + 10, gather=Gather(0, 2.0, 2.0))
+    talker.batcher._last_members = {0, 1}
 
     def speaking(frames: int) -> Callable[[], Spoken]:
         return lambda: speak(tiny, prompt, Engines(None, talker), None, max_codec_tokens=frames)
