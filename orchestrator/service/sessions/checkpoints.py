@@ -12,8 +12,8 @@ Plumbing, as vad_feeder.py is: it decides nothing. When a snapshot is due is the
    waits for an encode), and the boundaries of one moment (a commit, the old response's end,
    the new one's start) make one snapshot. A snapshot over its bound is logged and skipped:
    the store keeps the previous one.
-3. While the session lives, its latest snapshot is offered again with each renewal, so it
-   does not expire between turns (the store's ttl is the resume grace).
+3. While the session lives, each renewal of its lease keeps its latest snapshot too (the
+   store's rule 4), so it does not expire between turns without being written again.
 4. At its end: a session that ended for good (the client left, its grace passed, a fault)
    has its snapshot and lease deleted, so no one can take over what is over, but only while
    its lease is still this session's (`release` says so): a session taken over elsewhere
@@ -73,7 +73,7 @@ class Checkpoints:
         self.fence = fence
         self._due = False
         self._wake = trio.Event()
-        self._last: bytes | None = None
+        self._written = False  # a snapshot of this session was offered
 
     async def run(self) -> None:
         """Rules 1-3, until cancelled with the session."""
@@ -101,9 +101,6 @@ class Checkpoints:
             await self._store.renew(self.session_id, self._owner, self.fence, self._ttl_s)
         except StoreError as error:
             log.warning("session %s: lease not renewed (%s)", self.session_id, error)
-        if self._last is not None:
-            self.version += 1
-            self._writer.offer(self.session_id, self.version, self._last, fence=self.fence)
 
     def checkpoint(self) -> None:
         """Rule 2: a snapshot is due (written by `run`, once the lease is held)."""
@@ -135,13 +132,13 @@ class Checkpoints:
         except snap.SnapshotTooLarge as error:
             log.error("session %s: snapshot skipped: %s", self.session_id, error)
             return
-        self._last = data
+        self._written = True
         self._writer.offer(self.session_id, self.version, data, fence=self.fence)
 
     async def end(self, *, keep: bool) -> None:
         """Rule 4."""
         if keep:
-            if self._due or self._last is None:
+            if self._due or not self._written:
                 self._write()
             return
         self._writer.forget(self.session_id)

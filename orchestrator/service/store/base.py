@@ -12,9 +12,10 @@ both):
 3. `put` writes only with the current lease's token (else `PutResult.FENCED`, checked before
    the version): once another worker has taken the session over, or the lease has lapsed,
    the old owner's writes are refused, however new their version.
-4. A snapshot lasts `ttl_s` after its last write (the resume grace), a lease `ttl_s` after its
-   acquisition or last `renew`; then each is gone as if deleted. `renew` and `release` act
-   only for the lease's owner with its token, and say whether they did.
+4. A snapshot lasts `ttl_s` after its last write or `renew` (the resume grace), a lease
+   `ttl_s` after its acquisition or last `renew`; then each is gone as if deleted. `renew`
+   and `release` act only for the lease's owner with its token, and say whether they did: a
+   live session keeps its snapshot by renewing, without writing it again.
 5. `delete` removes the session's snapshot and lease; its tokens are never reused.
 6. A store that cannot do its work (Redis unreachable, a reply missing, the store closed)
    raises `StoreUnavailable`, with the cause chained; a store with no room for another session

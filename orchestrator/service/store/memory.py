@@ -113,6 +113,9 @@ class MemoryStore:
         if lease is None:
             return False
         lease.expires_at = self._expiring(now + ttl_s)
+        entry = self._entries[session_id]
+        if entry.snapshot is not None:
+            entry.snapshot_expires_at = lease.expires_at
         return True
 
     async def release(self, session_id: str, owner: str, fence: int) -> bool:

@@ -61,11 +61,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return fence
 """
 
-# KEYS: lease. ARGV: owner, fence, ttl (ms). 1 when the owner held it with that token.
+# KEYS: lease, snapshot. ARGV: owner, fence, ttl (ms). 1 when the owner held it with that
+# token; its snapshot, if any, lasts as long again.
 _RENEW = """
 local lease = redis.call('HMGET', KEYS[1], 'owner', 'fence')
 if lease[1] ~= ARGV[1] or tonumber(lease[2]) ~= tonumber(ARGV[2]) then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """
 
@@ -160,7 +162,7 @@ class RedisStore:
 
     async def renew(self, session_id: str, owner: str, fence: int, ttl_s: float) -> bool:
         check_ttl(ttl_s)
-        keys = [self._key(session_id, "lease")]
+        keys = [self._key(session_id, "lease"), self._key(session_id, "snapshot")]
         args: list[EncodableT] = [owner, fence, _ms(ttl_s)]
         return int(await self._call(lambda: self._renew(keys=keys, args=args))) == 1
 

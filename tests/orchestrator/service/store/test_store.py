@@ -80,6 +80,23 @@ async def test_renew_keeps_the_lease_past_its_first_ttl(store: SessionStore) -> 
     assert not await store.renew("s1", "worker-b", fence, TTL), "only the owner renews"
 
 
+async def test_rule4_renew_keeps_the_snapshot_too_without_writing_it_again(
+    store: SessionStore,
+) -> None:
+    # Was: only the lease was renewed, so every live session wrote its whole snapshot again
+    # at each renewal to keep it from expiring between turns.
+    fence = await store.acquire("s1", "worker-a", 0.3)
+    assert await store.put("s1", 1, b"one", 0.3, fence) is PutResult.WRITTEN
+    await trio.sleep(0.2)
+    assert await store.renew("s1", "worker-a", fence, 0.3)
+    await trio.sleep(0.2)
+    kept = await store.get("s1")
+    assert kept is not None and kept.data == b"one", "the snapshot expired under a renewed lease"
+    assert not await store.renew("s1", "worker-b", fence, 5.0)
+    await trio.sleep(0.35)
+    assert await store.get("s1") is None, "another owner's renewal kept the snapshot"
+
+
 async def test_release_ends_the_lease_only_for_its_owner_and_token(
     store: SessionStore,
 ) -> None:
