@@ -184,18 +184,16 @@ def snapshot_of(
 ) -> snap.SessionSnapshot:
     """The snapshot `Checkpoints._write` builds (tests/bench/test_snapshot_cost.py holds
     the two to the same bytes)."""
-    state = core.state()
-    return snap.SessionSnapshot(
+    return snap.take(
+        core.state(),
         session_id=core.session_id,
         version=version,
         identity=link.identity,
-        token_sha256=snap.token_digest(link.token),
-        settings=state.settings,
-        items=snap.items_to_snapshot(state.items, max_image_bytes),
-        next_id=state.next_id,
+        token=link.token,
         last_seq=link.last_seq,
-        journal=snap.journal_to_snapshot(link.journal.held(), max_journal_bytes),
-        live=state.live,
+        journal=link.journal.held(),
+        max_image_bytes=max_image_bytes,
+        max_journal_bytes=max_journal_bytes,
     )
 
 

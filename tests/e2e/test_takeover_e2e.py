@@ -164,7 +164,8 @@ def test_a_resume_at_another_worker_takes_the_session_over_with_its_conversation
     ended = done["server_event_seq"]
     assert _eventually(lambda: (_stored(redis_url, sid) or snap_none).last_seq >= ended)
     _drop(ws)
-    fenced = _metric(worker_a, 'turntaker_snapshot_writes_total{result="fenced"}')
+    replaced = 'turntaker_session_ends_total{reason="session_replaced"}'
+    replaced_before = _metric(worker_a, replaced)
 
     ws2, second, provisional = _open(worker_b, f"session_id={sid}")
     try:
@@ -185,11 +186,8 @@ def test_a_resume_at_another_worker_takes_the_session_over_with_its_conversation
         assert done["response"]["id"] != answer["response"]["id"]
     finally:
         ws2.close()
-    # Worker A lost its lease: its next snapshot is fenced, and its copy of the session ends.
-    grew = _eventually(
-        lambda: _metric(worker_a, 'turntaker_snapshot_writes_total{result="fenced"}') > fenced,
-        timeout_s=8,
-    )
+    # Worker A lost its lease: its next renewal is refused, and its copy of the session ends.
+    grew = _eventually(lambda: _metric(worker_a, replaced) > replaced_before, timeout_s=8)
     assert grew, "worker A never heard that its session was taken over"
 
 

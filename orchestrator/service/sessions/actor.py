@@ -67,7 +67,6 @@ from orchestrator.session.actions import (
     Transcribe,
 )
 from orchestrator.session.core import CoreConfig, CoreInput, SessionCore, Step
-from orchestrator.session.core_types import CoreState
 from orchestrator.session.inputs import CloseReason, CloseRequested, SpeechProbabilities
 from orchestrator.session.resume import link_events
 from orchestrator.session.resume import snapshot as snap
@@ -134,13 +133,7 @@ class SessionActor:
             self.core = SessionCore(session_id, core_config)
             link = SessionLink(session_id, identity, config.resume_journal_bytes)
         else:
-            snapshot = taken.snapshot
-            state = CoreState(
-                snapshot.settings,
-                snap.items_from_snapshot(snapshot.items),
-                snapshot.next_id,
-                snapshot.live,
-            )
+            state = snap.core_state(taken.snapshot)
             self.core = SessionCore.restore(session_id, state, core_config)
             link = taken.link
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
@@ -164,6 +157,7 @@ class SessionActor:
                 max_image_bytes=config.snapshot_image_bytes,
                 max_journal_bytes=config.snapshot_journal_bytes,
                 state=lambda: (self.core, self.link),
+                on_lost=self.taken_elsewhere,
                 version=taken.snapshot.version if taken is not None else 0,
                 fence=taken.fence if taken is not None else None,
             )

@@ -13,7 +13,9 @@ Plumbing, as vad_feeder.py is: it decides nothing. When a snapshot is due is the
    the new one's start) make one snapshot. A snapshot over its bound is logged and skipped:
    the store keeps the previous one.
 3. While the session lives, each renewal of its lease keeps its latest snapshot too (the
-   store's rule 4), so it does not expire between turns without being written again.
+   store's rule 4), so it does not expire between turns without being written again. A
+   renewal refused means the lease is no longer this session's (another worker took it over,
+   or it lapsed and its next write would be fenced): `on_lost`, as for a fenced write.
 4. At its end: a session that ended for good (the client left, its grace passed, a fault)
    has its snapshot and lease deleted, so no one can take over what is over, but only while
    its lease is still this session's (`release` says so): a session taken over elsewhere
@@ -56,6 +58,7 @@ class Checkpoints:
         max_image_bytes: int,
         max_journal_bytes: int,
         state: Callable[[], tuple[SessionCore, SessionLink]],
+        on_lost: Callable[[], None],
         version: int = 0,
         fence: int | None = None,
     ) -> None:
@@ -68,6 +71,7 @@ class Checkpoints:
         self._max_image_bytes = max_image_bytes
         self._max_journal_bytes = max_journal_bytes
         self._state = state
+        self._on_lost = on_lost
         self.version = version  # the last snapshot's (a takeover goes on from the one it read)
         # The lease's token: a takeover comes with the one it acquired (host.py).
         self.fence = fence
@@ -98,9 +102,13 @@ class Checkpoints:
         """Rule 3."""
         assert self.fence is not None
         try:
-            await self._store.renew(self.session_id, self._owner, self.fence, self._ttl_s)
+            held = await self._store.renew(self.session_id, self._owner, self.fence, self._ttl_s)
         except StoreError as error:
             log.warning("session %s: lease not renewed (%s)", self.session_id, error)
+            return
+        if not held:
+            log.info("session %s: its lease is another's now", self.session_id)
+            self._on_lost()
 
     def checkpoint(self) -> None:
         """Rule 2: a snapshot is due (written by `run`, once the lease is held)."""
@@ -113,19 +121,17 @@ class Checkpoints:
         self._due = False
         self._wake = trio.Event()
         core, link = self._state()
-        state = core.state()
         self.version += 1
-        snapshot = snap.SessionSnapshot(
+        snapshot = snap.take(
+            core.state(),
             session_id=self.session_id,
             version=self.version,
             identity=link.identity,
-            token_sha256=snap.token_digest(link.token),
-            settings=state.settings,
-            items=snap.items_to_snapshot(state.items, self._max_image_bytes),
-            next_id=state.next_id,
+            token=link.token,
             last_seq=link.last_seq,
-            journal=snap.journal_to_snapshot(link.journal.held(), self._max_journal_bytes),
-            live=state.live,
+            journal=link.journal.held(),
+            max_image_bytes=self._max_image_bytes,
+            max_journal_bytes=self._max_journal_bytes,
         )
         try:
             data = snap.encode(snapshot, self._max_bytes)

@@ -37,6 +37,7 @@ from typing import Final
 import msgspec
 
 from orchestrator.protocol.session_config import SessionConfig
+from orchestrator.session.core_types import CoreState
 from orchestrator.session.history import conversation as conv
 from orchestrator.session.resume.journal import JournalEntry
 
@@ -46,11 +47,13 @@ __all__ = [
     "SnapshotItem",
     "SnapshotTooLarge",
     "SnapshotUnreadable",
+    "core_state",
     "decode",
     "encode",
     "items_from_snapshot",
     "items_to_snapshot",
     "journal_to_snapshot",
+    "take",
     "token_digest",
     "token_matches",
 ]
@@ -145,6 +148,40 @@ def journal_to_snapshot(
             break
         kept.append(JournaledEvent(entry.seq, entry.text))
     return tuple(reversed(kept))
+
+
+def take(
+    state: CoreState,
+    *,
+    session_id: str,
+    version: int,
+    identity: str,
+    token: str,
+    last_seq: int,
+    journal: Sequence[JournalEntry],
+    max_image_bytes: int,
+    max_journal_bytes: int,
+) -> SessionSnapshot:
+    """A snapshot of a core's `state` and its link's parts (rules 1-4)."""
+    return SessionSnapshot(
+        session_id=session_id,
+        version=version,
+        identity=identity,
+        token_sha256=token_digest(token),
+        settings=state.settings,
+        items=items_to_snapshot(state.items, max_image_bytes),
+        next_id=state.next_id,
+        last_seq=last_seq,
+        journal=journal_to_snapshot(journal, max_journal_bytes),
+        live=state.live,
+    )
+
+
+def core_state(snapshot: SessionSnapshot) -> CoreState:
+    """What a core goes on from (`SessionCore.restore`): rule 2's audio comes back as text."""
+    return CoreState(
+        snapshot.settings, items_from_snapshot(snapshot.items), snapshot.next_id, snapshot.live
+    )
 
 
 def token_digest(token: str) -> str:

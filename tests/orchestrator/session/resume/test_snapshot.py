@@ -7,6 +7,7 @@ import base64
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from orchestrator.protocol.codec import ServerEventEncoder, decode_client_event
@@ -96,26 +97,24 @@ def snapshot_of(
     core: SessionCore, *, max_image_bytes: int = 1 << 20, **fields: Any
 ) -> snap.SessionSnapshot:
     """The snapshot of `core` as the session's checkpoints take it (the link's parts given)."""
-    state = core.state()
-    given: dict[str, Any] = {
-        "session_id": core.session_id,
-        "version": 1,
-        "identity": "key",
-        "token_sha256": snap.token_digest(TOKEN),
-        "settings": state.settings,
-        "items": snap.items_to_snapshot(state.items, max_image_bytes),
-        "next_id": state.next_id,
-        "last_seq": 0,
-    }
-    return snap.SessionSnapshot(**{**given, **fields})
+    snapshot = snap.take(
+        core.state(),
+        session_id=core.session_id,
+        version=1,
+        identity="key",
+        token=TOKEN,
+        last_seq=0,
+        journal=(),
+        max_image_bytes=max_image_bytes,
+        max_journal_bytes=1 << 20,
+    )
+    return msgspec.structs.replace(snapshot, **fields) if fields else snapshot
 
 
 def taken_over(s: Session, *, max_image_bytes: int = 1 << 20) -> Session:
-    state = s.core.state()
     snapshot = snapshot_of(s.core, max_image_bytes=max_image_bytes, last_seq=len(s.wire))
     back = snap.decode(snap.encode(snapshot, max_bytes=1 << 20))
-    restored = snap.items_from_snapshot(back.items)
-    state = type(state)(back.settings, restored, back.next_id)
+    state = snap.core_state(back)
     return Session(SessionCore.restore(back.session_id, state, CoreConfig()))
 
 
