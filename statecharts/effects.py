@@ -161,6 +161,17 @@ class Reject:
 
 
 @dataclass(frozen=True, slots=True)
+class WindDown:
+    """The server drains while the latest response generates: its end is held until it
+    finishes, and the core arms the drain's bound on it (`drain_over` when it passes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndSession:
+    """The drain ends the session now: the core closes it (as `close`, then its end)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AnswerClear:
     """A clear of the latest response when nothing is live: answered with
     `output_audio_buffer.cleared` all the same (the client's buffer is empty now)."""
@@ -322,6 +333,8 @@ Effect = (
     | AnnounceSpeechStarted
     | AnnounceSpeechStopped
     | Reject
+    | WindDown
+    | EndSession
     | AnswerClear
     | PauseOutput
     | ResumeOutput

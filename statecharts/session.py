@@ -28,6 +28,14 @@ Rules it guarantees (docs/protocol.md):
   not live either) is rejected (`Reject("response_cancel_not_active")`), like the empty commit.
 - `close` (the session ends: expiry, drain) interrupts the latest response only while it is
   generating, so it gets its terminal; a reply already generated is left as it stands.
+- Drain, the lifetime region (serving -> winding_down -> ended): the server drains
+  (`server_draining`, a deploy). A latest response still generating (paused or not) may
+  finish: `WindDown` (the core arms the drain's bound), then its `response_finished`
+  (completed, cancelled by the user's barge-in or the client: any end is a turn boundary)
+  or the bound (`drain_over`) ends the session (`EndSession`: the core closes it as `close`
+  does, so a reply still generating at the bound gets its terminal). With nothing
+  generating it ends at once. A reply already generated is not waited for: its audio is
+  the client's to play.
 - The output region hears of a response's end only through the response chart's own
   `ResponseFinished` / `ResponseSettled` effects, routed here by the core as
   `response_finished` / `response_settled`: nothing keeps the two charts in step by hand.
@@ -114,6 +122,7 @@ from statecharts.effects import (
     DropInput,
     DropPreemptive,
     Effect,
+    EndSession,
     HearByAcknowledgement,
     InterruptResponse,
     InterruptResponses,
@@ -125,6 +134,7 @@ from statecharts.effects import (
     Reject,
     ResumeOutput,
     StartPreemptive,
+    WindDown,
 )
 from statecharts.session_events import SessionEvent
 from statecharts.vocabulary import (
@@ -358,6 +368,20 @@ class SessionChart(Chart):
             speech_stopped = running.to(standby, cond="vad_turns", on="_on_turn_over")
             commit = running.to(standby, cond=["commit_is_final", "has_audio"], on="_on_turn_over")
 
+        class lifetime(State.Compound):
+            serving = State(initial=True)
+            winding_down = State()
+            ended = State(final=True)
+
+            # Drain: an answer still generating may finish (up to the bound); else end now.
+            server_draining = (
+                serving.to(winding_down, cond="In('generating')", on="_on_wind_down")
+                | serving.to(winding_down, cond="In('paused_generating')", on="_on_wind_down")
+                | serving.to(ended, on="_on_end_session")
+            )
+            response_finished = winding_down.to(ended, cond="is_latest", on="_on_end_session")
+            drain_over = winding_down.to(ended, on="_on_end_session")
+
     def __init__(
         self,
         *,
@@ -518,6 +542,13 @@ class SessionChart(Chart):
 
     def _on_closed(self) -> None:
         self._drop("closed")
+
+    # The lifetime region ---------------------------------------------------------------
+    def _on_wind_down(self) -> None:
+        self.emit(WindDown())
+
+    def _on_end_session(self) -> None:
+        self.emit(EndSession())
 
     def _on_turn_over(
         self, audio_end_ms: int | None = None, create_response: bool | None = None

@@ -22,6 +22,8 @@ __all__ = [
     "Close",
     "Commit",
     "ContextChanged",
+    "Drain",
+    "DrainOver",
     "OverlapHeard",
     "PlaybackAcked",
     "PreemptFailed",
@@ -151,6 +153,20 @@ class ResponseSettled(SessionEvent):
 @dataclass(frozen=True, slots=True)
 class Close(SessionEvent):
     name: ClassVar[str] = "close"
+
+
+@dataclass(frozen=True, slots=True)
+class Drain(SessionEvent):
+    """The server drains: the session is to end, once its answer has finished."""
+
+    name: ClassVar[str] = "server_draining"
+
+
+@dataclass(frozen=True, slots=True)
+class DrainOver(SessionEvent):
+    """The drain's bound on the answer passed (the timer `WindDown` asked for)."""
+
+    name: ClassVar[str] = "drain_over"
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,6 +98,14 @@ def build_app(state: AppState) -> Starlette:
         # Browsers cannot set headers and offer the "realtime" subprotocol (plus a key one,
         # never echoed).
         offered = ws.scope.get("subprotocols") or []
+        if state.draining.is_set() and state.config.route_id:
+            # Behind a balancer (a route id: `--workers`, deploy/): refused before the
+            # upgrade, so that the balancer hands the connection, a resume of a session
+            # drained here included, to another worker (deploy/nginx.conf
+            # `proxy_next_upstream http_503`). A client reaching this process directly gets
+            # the 1013 close below, which it can read.
+            await _deny_draining(state.metrics, ws)
+            return
         decision = state.access.admit(_handshake(ws), _resuming(state, ws))
         # Refusals are accepted and then closed: a close frame's code and reason reach browsers
         # and the openai SDK (a refused handshake is a bare HTTP 403 to both), and the SDK
@@ -210,6 +218,19 @@ async def _refuse(metrics: Metrics, ws: WebSocket, refused: Refused) -> None:
         except Exception:
             pass  # already closed by the peer
     metrics.session_closes.labels(str(refused.close_code)).inc()
+
+
+async def _deny_draining(metrics: Metrics, ws: WebSocket) -> None:
+    """HTTP 503 at the handshake (ending.py rule 9, behind a balancer)."""
+    metrics.refusals.labels("server_shutting_down", "").inc()
+    denial = PlainTextResponse(
+        "server is draining; try another instance", status_code=503, headers={"Retry-After": "1"}
+    )
+    with trio.move_on_after(1):
+        try:
+            await ws.send_denial_response(denial)
+        except Exception:
+            pass  # already gone
 
 
 async def _refuse_draining(metrics: Metrics, ws: WebSocket) -> None:

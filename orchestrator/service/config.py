@@ -87,9 +87,13 @@ class ServiceConfig:
     # doubling (to 30 s) while it keeps dying within a minute of its start
     # (orchestrator/supervisor/respawn.py); 0: a dead worker stays dead, nginx routes around it.
     worker_respawn_s: float = 1.0
-    # On SIGTERM (or `BackgroundServer.drain()`): how long open sessions get to receive their
-    # closing events and close (1001) before the server cancels whatever is left and exits.
-    drain_timeout_s: float = 10.0
+    # On SIGTERM (or `BackgroundServer.drain()`): how long open sessions get to end (an answer
+    # finishing, then their closing events and close) before the server cancels whatever is
+    # left and exits.
+    drain_timeout_s: float = 15.0
+    # Within it, how long an answer still generating may go on before the drain cuts it
+    # (`drain_answer_bound_s`: never past the drain's own bound, less its end's time).
+    drain_answer_s: float = 10.0
     # VAD batcher: wait this long after the first pending chunk for other sessions' chunks.
     vad_batch_window_ms: float = 2.0
     # The event-loop lag probe's period (a sleep that overshoots by more is lag).
@@ -125,12 +129,27 @@ class ServiceConfig:
         the drain's bound for a session ended by one (its client comes back after it)."""
         return self.disconnect_grace_s + self.drain_timeout_s
 
+    @property
+    def drain_answer_bound_s(self) -> float:
+        """How long a drain lets a generating answer finish: `drain_answer_s`, leaving
+        `DRAIN_END_S` of the drain's bound for the session's end (its last snapshot, its
+        closing events and close)."""
+        return max(0.0, min(self.drain_answer_s, self.drain_timeout_s - DRAIN_END_S))
+
+    @property
+    def store_shared(self) -> bool:
+        """Whether the session store outlives this process (another worker can take up its
+        sessions): Redis is, `memory` is not."""
+        return self.session_store != "memory"
+
     extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in _POSITIVE:
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.drain_answer_s < 0:
+            raise ValueError(f"drain_answer_s must be >= 0, got {self.drain_answer_s!r}")
         if self.route_id and not self.route_id.isalnum():
             raise ValueError(f"route_id must be letters and digits, got {self.route_id!r}")
         check_session_store(self.session_store)
@@ -147,6 +166,9 @@ class ServiceConfig:
 
 # The longest wait between a dead worker's respawns (respawn.py doubles up to it).
 RESPAWN_MAX_S = 30.0
+# Of the drain's bound, what a session's end takes after its answer (its last snapshot
+# written, its closing events and close): the answer gets the rest at most.
+DRAIN_END_S = 2.0
 
 
 def check_session_store(spec: str) -> None:

@@ -116,6 +116,7 @@ class CancelTimer:
 # Why a session (or, for `session_replaced`, one of its connections) ends: the metrics label.
 SessionEndCause = Literal[
     "server_shutting_down",
+    "server_restarting",
     "session_expired",
     "session_replaced",
     "client_not_reading",

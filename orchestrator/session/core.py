@@ -43,6 +43,13 @@ acts):
    the responses that process was generating (`CoreState.live`: their `response.done` not
    yet sent): each gets `output_audio_buffer.cleared` and `response.done` `failed`, once;
    history holds of them what the state held (their empty boundary).
+11. Drain (`DrainRequested`): the session chart's lifetime region decides when the session
+   ends (statecharts/session.py): at once, or once the answer it is generating has finished
+   (any end of it, a barge-in's included, is a turn boundary), or at the drain's bound (the
+   `drain` timer, armed here for `answer_ms` when the chart winds down), which cuts it as
+   `close` does. The end (ending.py rule 2) says whether the session is kept for another
+   worker (`kept`: 4001, resume it) or over (1001); its `error` event goes out after every
+   event of the step, the answer's `response.done` included.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from orchestrator.protocol.session_config import (
 )
 from orchestrator.session import ending
 from orchestrator.session.actions import (
+    ArmTimer,
     CancelBackend,
     Checkpoint,
     InferenceRequest,
@@ -93,6 +101,7 @@ from orchestrator.session.inputs import (
     BackendText,
     BackendToolCall,
     CloseRequested,
+    DrainRequested,
     SpeechProbabilities,
     TimerFired,
     TranscriptReady,
@@ -151,6 +160,8 @@ class SessionCore:
         self._responses = Responses(self._out, self._ids, self._current_settings)
         self._processing = InputProcessing(self.config.processors)
         self._transcribed = False  # rule 9: this step stored a turn's transcript
+        self._drain: DrainRequested | None = None  # rule 11: the drain asked for, if any
+        self._drain_token = 0  # rule 11: the drain timer's arming
 
     def _current_settings(self) -> SessionConfig:
         return self.settings
@@ -280,6 +291,9 @@ class SessionCore:
             self._timer(event)
         elif isinstance(event, CloseRequested):
             self._close(event)
+        elif isinstance(event, DrainRequested):
+            self._drain = event
+            self._run_session(ev.Drain())
         else:
             return self.client(event)
         return self._flush()
@@ -362,6 +376,9 @@ class SessionCore:
             self._played_out(fired.token)
         elif fired.kind == "transcripts":
             self._history.waited(fired.token)
+        elif fired.kind == "drain":
+            if fired.token == self._drain_token:
+                self._run_session(ev.DrainOver())
         else:
             self._ask(self._turns.timer(fired))
 
@@ -487,6 +504,20 @@ class SessionCore:
         self._run_session(ev.Close())
         self._out.send(self.env.closing(request))
         self._out.act(ending.closing(request))
+
+    def _wind_down(self) -> None:
+        """Rule 11: the drain's bound on the answer still generating."""
+        assert self._drain is not None
+        self._drain_token = self._ids.token()
+        deadline = self._now_ms + self._drain.answer_ms
+        self._out.act(ArmTimer("drain", deadline, self._drain_token))
+
+    def _end_drained(self) -> None:
+        """Rule 11: a reply still generating gets its terminal (as `close`), then the end."""
+        assert self._drain is not None
+        self._run_session(ev.Close())
+        self._out.send(self.env.drained(self._drain.kept))
+        self._out.act(ending.drained(self._drain.kept))
 
     # Responses ------------------------------------------------------------------------
     def _create_response(
@@ -636,6 +667,10 @@ class SessionCore:
                 self._discard(held, effect.reason)
         elif isinstance(effect, fx.Reject):
             self._out.error(effect.code, effect.message)
+        elif isinstance(effect, fx.WindDown):
+            self._wind_down()
+        elif isinstance(effect, fx.EndSession):
+            self._end_drained()
 
     def _run_response(self, rid: str, event: rev.ResponseEvent) -> None:
         self._respond(self._responses.feed(rid, event))

@@ -28,6 +28,7 @@ from orchestrator.session.inputs import (
     BackendText,
     BackendToolCall,
     CloseRequested,
+    DrainRequested,
     SpeechProbabilities,
     TimerFired,
     TranscriptReady,
@@ -80,6 +81,7 @@ CoreInput = (
     | TranscriptReady
     | TimerFired
     | CloseRequested
+    | DrainRequested
 )
 
 

@@ -9,6 +9,11 @@ Rules (docs/protocol.md "Close codes"; the reasons are on the wire and stay as t
 1. Every end the server decides carries a close code and a reason text; `cause` names it
    (the `session_ends` metrics label).
 2. The server drains: 1001 "server is shutting down", after the session's terminal events.
+   When the session's state is kept where another worker can take it up (a shared store:
+   `DrainRequested.kept`), our own 4001 "server restarting; resume the session" instead: the
+   session is not over, and the client is to resume it at once (docs/protocol.md "Close
+   codes"; the page and the soak's clients do). 4001 is in the range RFC 6455 leaves to
+   applications; a client that knows nothing of it sees an abnormal close, as with 1001.
 3. `max_session_s` passes: 1000 "session expired after N minutes" (the limit in OpenAI's
    words, as in the `session_expired` error before it).
 4. Another connection resumed the session: the old connection is closed with 1000 "session
@@ -23,6 +28,8 @@ Rules (docs/protocol.md "Close codes"; the reasons are on the wire and stay as t
    5 and 6): then the connection is cut.
 9. A connection that arrives while the server drains gets no session: 1013 "server is
    shutting down" (try again later: the openai SDK retries it, and another instance may be up).
+   Behind a balancer (a route id set) it is refused before the upgrade instead, HTTP 503, so
+   that the balancer tries another worker at once (orchestrator/service/app.py).
 10. A connection whose carrying failed (a server bug outside any session's task): 1011
    "internal error; the connection was closed".
 Refusals at the handshake (keys, quotas) take their codes from the access rules
@@ -44,6 +51,7 @@ __all__ = [
     "CLOSE_CODES",
     "closing",
     "connection_failed",
+    "drained",
     "internal_error",
     "not_reading",
     "refused_draining",
@@ -54,6 +62,7 @@ __all__ = [
 # Each cause's close code and whether what is queued is flushed first (rules 2-8).
 CLOSE_CODES: Final[dict[SessionEndCause, tuple[int, bool]]] = {
     "server_shutting_down": (1001, True),
+    "server_restarting": (4001, True),
     "session_expired": (1000, True),
     "session_replaced": (1000, True),
     "client_not_reading": (1008, False),
@@ -75,6 +84,13 @@ def closing(request: CloseRequested) -> SessionEnd:
     if request.reason == "server_shutting_down":
         return _end("server_shutting_down", "server is shutting down")
     return _end("session_expired", f"session expired after {duration_words(request.max_session_s)}")
+
+
+def drained(kept: bool) -> SessionEnd:
+    """The drain ends the session (rule 2): to be resumed elsewhere if `kept`."""
+    if kept:
+        return _end("server_restarting", "server restarting; resume the session")
+    return _end("server_shutting_down", "server is shutting down")
 
 
 def replaced() -> SessionEnd:

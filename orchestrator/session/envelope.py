@@ -145,6 +145,19 @@ class Envelope:
     def item_deleted(self, item_id: str) -> OutEvent:
         return se.ConversationItemDeleted(item_id=item_id)
 
+    def drained(self, kept: bool) -> OutEvent:
+        """Why a drained session is ending, as the client's last `error` (ending.py rule 2)."""
+        if kept:
+            return self.error(
+                "server_restarting",
+                "The server is restarting; this connection is closing. Resume the session "
+                "(session.resume) to continue it on another instance: its conversation is kept.",
+                None,
+                None,
+                "server_error",
+            )
+        return self.closing(CloseRequested("server_shutting_down"))
+
     def closing(self, request: CloseRequested) -> OutEvent:
         """Why the session is ending, as the client's last `error`."""
         if request.reason == "server_shutting_down":

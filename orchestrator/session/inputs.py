@@ -148,7 +148,7 @@ class TurnPrediction:
     error: str | None = None
 
 
-TimerKind = Literal["idle", "transcripts", "overlap_grace", "overlap_resume", "playout"]
+TimerKind = Literal["idle", "transcripts", "overlap_grace", "overlap_resume", "playout", "drain"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +164,20 @@ CloseReason = Literal["session_expired", "server_shutting_down"]
 
 @dataclass(frozen=True, slots=True)
 class CloseRequested:
-    """The service ends the session: its lifetime ran out, or the server drains."""
+    """The service ends the session: its lifetime ran out, or the server stops at once."""
 
     reason: CloseReason
     max_session_s: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class DrainRequested:
+    """The server drains (a deploy): the session ends once the answer it is generating has
+    finished, or `answer_ms` from now (core rule 11). `kept`: its state stays in a store that
+    outlives this process, so its client can resume it elsewhere at once."""
+
+    answer_ms: int
+    kept: bool
 
 
 Samples = npt.NDArray[np.float32]

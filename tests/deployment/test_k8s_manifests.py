@@ -267,8 +267,8 @@ def test_a_resume_reaches_the_pod_that_made_the_session(
     service_name = pool.group(1).split(".")[0]
     assert pool.group(1) == f"{_fqdn(service_name)}:{port}"
     assert _selected(_one("Service", service_name)) == [ORCHESTRATOR]
-    # A named pod that is gone falls over to the pool.
-    assert re.search(r"error_page 502 504 = @(\w+);", _nginx_conf())
+    # A named pod that is gone, or answers 503 (it drains), falls over to the pool.
+    assert re.search(r"error_page 502 503 504 = @(\w+);", _nginx_conf())
     assert "proxy_pass http://turntaker_pool;" in _nginx_conf()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from orchestrator.service.config import ServiceConfig
@@ -40,7 +40,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.kill()
 
 
-def _server(triton: TritonServer, redis_url: str, route: str) -> BackgroundServer:
+def _server(
+    triton: TritonServer, redis_url: str, route: str, drain_timeout_s: float = 1.0
+) -> BackgroundServer:
     return BackgroundServer(
         ServiceConfig(
             port=free_port(),
@@ -50,8 +52,9 @@ def _server(triton: TritonServer, redis_url: str, route: str) -> BackgroundServe
             session_store=redis_url,
             disconnect_grace_s=5.0,
             # The snapshots' ttl is the grace plus the drain; a lease is renewed every third of
-            # it, so a worker whose session was taken over hears it within 2 s.
-            drain_timeout_s=1.0,
+            # it, so a worker whose session was taken over hears it within 2 s. A drain of 1 s
+            # lets no answer go on (config.drain_answer_bound_s).
+            drain_timeout_s=drain_timeout_s,
         )
     )
 
@@ -221,8 +224,8 @@ def test_an_answer_the_lost_worker_was_generating_ends_failed_on_the_new_one(
 def test_a_drained_worker_leaves_its_sessions_for_another_to_take_over(
     triton_server: TritonServer, worker_b: BackgroundServer, redis_url: str
 ) -> None:
-    # A rolling restart's step: SIGTERM (here `drain()`) ends the worker's sessions with 1001,
-    # and their snapshots stay in the store for the resume the client makes next.
+    # A rolling restart's step: SIGTERM (here `drain()`) ends the worker's sessions with 4001
+    # (resume it), and their snapshots stay in the store for the resume the client makes next.
     with _server(triton_server, redis_url, "wc") as worker_c:
         ws, first, created = _open(worker_c)
         sid, token = created["session"]["id"], created["resume_token"]
@@ -235,7 +238,8 @@ def test_a_drained_worker_leaves_its_sessions_for_another_to_take_over(
         with pytest.raises(ConnectionClosed) as closed:
             while True:
                 first.recv(timeout_s=5)
-        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4001
+        assert closed.value.rcvd.reason == "server restarting; resume the session"
         last = _seqs(first.events)[-1]
         ws.close()
     stored = _stored(redis_url, sid)
@@ -247,6 +251,51 @@ def test_a_drained_worker_leaves_its_sessions_for_another_to_take_over(
         resumed = second.until("session.resumed", timeout_s=10)
         assert resumed["replayed_from_seq"] == last + 1
         assert [i["id"] for i in _context(second)] == [i["id"] for i in items]
+    finally:
+        ws2.close()
+
+
+def test_a_drain_lets_the_answer_finish_then_sends_the_client_to_another_worker(
+    triton_server: TritonServer, worker_b: BackgroundServer, redis_url: str
+) -> None:
+    # Issue 36's drain (core rule 11): the answer generating at SIGTERM finishes (within
+    # drain_answer_bound_s: 6 s here), the session's last snapshot is written, and only then
+    # is the client told, with 4001, to resume at once; the worker it reaches has it all.
+    with _server(triton_server, redis_url, "wd", drain_timeout_s=8.0) as worker_d:
+        ws, first, created = _open(worker_d)
+        sid, token = created["session"]["id"], created["resume_token"]
+        _manual(first, max_tokens=20)  # 20 chunks of 80 ms, paced: about 1.8 s
+        rid = _ask_text(first, "Tell me a story.")
+        first.until("response.output_audio.delta", response_id=rid, timeout_s=30)
+        worker_d.drain()
+        # Meanwhile a new connection is refused before the upgrade: behind nginx, the next
+        # worker gets it (deploy/nginx.conf proxy_next_upstream http_503).
+        with pytest.raises(InvalidStatus) as denied:
+            connect(worker_d.url, open_timeout=5).close()
+        assert denied.value.response.status_code == 503
+        done = first.until("response.done", timeout_s=15)["response"]
+        assert done["id"] == rid and done["status"] == "completed", done
+        error = first.until("error", timeout_s=5)["error"]
+        assert error["code"] == "server_restarting", error
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                first.recv(timeout_s=5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4001
+        last = _seqs(first.events)[-1]
+        ws.close()
+        # The last snapshot was in the store before the close: read while the worker still
+        # runs (its drain waits for nothing else now).
+        stored = _stored(redis_url, sid)
+        assert stored is not None and stored.last_seq == last, "the close came before the write"
+        assert worker_d.wait_stopped(15), "the drain did not end"
+
+    ws2, second, _ = _open(worker_b, f"session_id={sid}")
+    try:
+        _resume(second, sid, token, last)
+        resumed = second.until("session.resumed", timeout_s=10)
+        assert resumed["replayed_from_seq"] == last + 1
+        reply = [i for i in _context(second) if i.get("role") == "assistant"]
+        assert reply and reply[-1]["status"] == "completed", reply
     finally:
         ws2.close()
 

@@ -206,6 +206,53 @@ test("rule 4: a loss is retried with backoff, and given up past the grace", () =
   assert.equal(timers.pending.size, 0);
 });
 
+test("rule 4: a 1001 (server shutting down) is a loss like any other: the first redial waits the backoff", () => {
+  const { timers, calls, emitted, sock } = live();
+  sock.lose(1001, "server is shutting down");
+  assert.deepEqual(calls.at(-1), ["status", "reconnecting…"]);
+  assert.deepEqual(emitted.filter(([t]) => t === "lost"), [["lost", { code: 1001, lastSeq: 1 }]]);
+  assert.equal(timers.fire(), 250);
+  assert.equal(FakeSocket.made.length, 2);
+  assert.equal(FakeSocket.made[1].url, "ws://h/v1/realtime?session_id=sess_A");
+});
+
+test("rule 7: a restart close (4001) is redialled at once and the session resumes", () => {
+  const { connection, timers, calls, emitted, sock } = live();
+  sock.receive({ type: "error", error: { type: "server_error", code: "server_restarting" } });
+  sock.lose(4001, "server restarting; resume the session");
+  assert.ok(!calls.some((c) => c[0] === "finished"), "not final");
+  assert.deepEqual(calls.at(-1), ["status", "server restarting: moving the session…"]);
+  assert.deepEqual(emitted.filter(([t]) => t === "lost"), [["lost", { code: 4001, lastSeq: 1 }]]);
+  assert.equal(timers.fire(), 0, "no backoff before the first redial");
+  const second = FakeSocket.made[1];
+  assert.equal(second.url, "ws://h/v1/realtime?session_id=sess_A");
+  second.open();
+  assert.deepEqual(second.sent, [{
+    type: "session.resume", session_id: "sess_A", resume_token: "tok_A", last_server_event_seq: 1,
+  }]);
+  second.receive({ type: "session.resumed", session_id: "sess_A", resume_token: "tok_A2", replayed_from_seq: 2 });
+  assert.deepEqual(calls.at(-1), ["status", "connected (resumed)"]);
+  assert.deepEqual(emitted.filter(([t]) => t === "reconnected"),
+    [["reconnected", { outcome: "resumed", replayedFrom: 2 }]]);
+  assert.equal(connection.link.token, "tok_A2");
+  assert.equal(connection.backoff, null);
+  // The next worker drains too (a rolling restart): a new drop, at once again.
+  second.lose(4001, "server restarting; resume the session");
+  assert.equal(timers.fire(), 0);
+  assert.equal(FakeSocket.made.length, 3);
+});
+
+test("rule 7: a redial after a restart close that fails waits the backoff; one try at once a drop", () => {
+  const { timers, sock } = live();
+  sock.lose(4001, "server restarting; resume the session");
+  const waits = [timers.fire()];
+  FakeSocket.made.at(-1).lose(1006); // the try at once found no worker
+  waits.push(timers.fire());
+  FakeSocket.made.at(-1).lose(4001); // another draining worker, in the same drop
+  waits.push(timers.fire());
+  assert.deepEqual(waits, [0, 250, 500]);
+});
+
 test("rule 5: a resume unanswered is given up on that socket", () => {
   const { timers } = live();
   FakeSocket.made[0].lose(1006);

@@ -5,6 +5,7 @@ import { test } from "node:test";
 import {
   BACKOFF,
   Backoff,
+  RESTARTING_CLOSE,
   ResumeState,
   freshUrl,
   resumeUrl,
@@ -45,6 +46,17 @@ test("backoff gives up at once when the grace is already spent", () => {
   assert.equal(new Backoff({}, () => 0).next(BACKOFF.giveUpMs), null);
   assert.equal(new Backoff({ giveUpMs: 1000 }, () => 0).next(800), null);
   assert.equal(new Backoff({ giveUpMs: 1000 }, () => 0).next(700), 250);
+});
+
+test("backoff: a restart close (4001) is tried at once, once a drop, the schedule untouched", () => {
+  assert.equal(RESTARTING_CLOSE, 4001);
+  const b = new Backoff({}, () => 0);
+  assert.deepEqual([b.next(0, 4001), b.next(0, 1006), b.next(250, 4001), b.next(750, 1006)],
+    [0, 250, 500, 1000]);
+  // 1001 (a drain that kept nothing) waits as any loss does.
+  assert.equal(new Backoff({}, () => 0).next(0, 1001), 250);
+  // Past the grace, even a restart close is given up.
+  assert.equal(new Backoff({ giveUpMs: 1000 }, () => 0).next(1001, 4001), null);
 });
 
 // --- URLs ------------------------------------------------------------------------------------

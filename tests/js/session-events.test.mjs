@@ -130,6 +130,18 @@ test("a reply cut short by the server's limits (incomplete) or failed still play
   }
 });
 
+test("rule 5: server_restarting is shown as the session moving, not as a failure", (t) => {
+  const warned = t.mock.method(console, "warn", () => {});
+  const { page, calls } = setup();
+  dispatch(page, { type: "error", error: { type: "server_error", code: "server_restarting", message: "…" } });
+  assert.deepEqual(calls, [["status", "state", "server restarting: moving the session…"]]);
+  assert.equal(warned.mock.callCount(), 0);
+  // Any other error is still warned of.
+  dispatch(page, { type: "error", error: { type: "server_error", code: "server_shutting_down" } });
+  assert.equal(warned.mock.callCount(), 1);
+  assert.equal(calls.length, 1);
+});
+
 test("rule 4: an event type not in the table does nothing", () => {
   const { page, calls } = setup();
   dispatch(page, { type: "playback.acknowledged", response_id: "r1" });

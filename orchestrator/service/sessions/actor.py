@@ -30,9 +30,12 @@ orchestrator/session/ending.py): the client leaves with a 1000 close
 and no resume comes within `disconnect_grace_s`, or its journal overflows meanwhile; the
 client stops reading (an event that cannot be queued for `slow_client_timeout_s`: 1008, the
 bound that keeps a slow client from growing the server's memory); `max_session_s` passes or
-the server drains (`shut_down()`): a `CloseRequested` mailed behind what is queued, so every
-event decided before it still goes out, and the core's `SessionEnd` (1000 or 1001) after its
-terminal `response.done` and `error`; a bug (1011). A provisional session whose connection
+the server drains (`shut_down()`): a `DrainRequested` mailed behind what is queued, so every
+event decided before it still goes out, and the core's `SessionEnd` (1000 at expiry; at a
+drain 4001, or 1001 without a shared store, once the answer it generates has finished: core
+rule 11) after its terminal `response.done` and `error`; a bug (1011). A session drained with
+a shared store has its last snapshot written before its connection is closed: the client that
+hears 4001 resumes at once elsewhere, and must find it there. A provisional session whose connection
 resumed another is `discard`ed.
 """
 
@@ -67,13 +70,16 @@ from orchestrator.session.actions import (
     Transcribe,
 )
 from orchestrator.session.core import CoreConfig, CoreInput, SessionCore, Step
-from orchestrator.session.inputs import CloseReason, CloseRequested, SpeechProbabilities
+from orchestrator.session.inputs import CloseRequested, DrainRequested, SpeechProbabilities
 from orchestrator.session.resume import link_events
 from orchestrator.session.resume import snapshot as snap
 from orchestrator.session.resume.link import Resumed, ResumeFailed, SessionLink
 from orchestrator.session.resume.snapshot import SessionSnapshot
 
 __all__ = ["SessionActor", "SessionEnd", "TakenOver", "pipeline_request_id"]
+
+# The ends of a drain (ending.py rule 2): the session's state is kept for another worker.
+_DRAINED = ("server_restarting", "server_shutting_down")
 
 
 @dataclass(frozen=True)
@@ -271,12 +277,16 @@ class SessionActor:
             self.end = ending.internal_error()
             raise
         finally:
-            self._attachment.finish(self.end)
-            if self._checkpoints is not None:
-                # checkpoints.py rule 4: a drained session is kept for another worker.
-                drained = self.end is not None and self.end.cause == "server_shutting_down"
+            # checkpoints.py rule 4: a drained session is kept for another worker, and its
+            # last snapshot is in the store before its client is told to resume elsewhere.
+            drained = self.end is not None and self.end.cause in _DRAINED
+            if self._checkpoints is not None and drained:
                 with trio.CancelScope(shield=True):
-                    await self._checkpoints.end(keep=drained)
+                    await self._checkpoints.end(keep=True)
+            self._attachment.finish(self.end)
+            if self._checkpoints is not None and not drained:
+                with trio.CancelScope(shield=True):
+                    await self._checkpoints.end(keep=False)
 
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -326,13 +336,15 @@ class SessionActor:
         return self.core.handle(mail.event, now_ms)
 
     async def _lifetime(self) -> None:
-        """Mails the session's end at `max_session_s`, or when the server drains."""
+        """Mails the session's end at `max_session_s`, or the drain when the server drains."""
         with trio.move_on_after(self.config.max_session_s):
             await self._shutdown.wait()
-        reason: CloseReason = (
-            "server_shutting_down" if self._shutdown.is_set() else "session_expired"
-        )
-        await self._post(CloseRequested(reason, self.config.max_session_s))
+        if self._shutdown.is_set():
+            answer_ms = round(self.config.drain_answer_bound_s * 1000)
+            kept = self._checkpoints is not None and self.config.store_shared
+            await self._post(DrainRequested(answer_ms, kept))
+        else:
+            await self._post(CloseRequested("session_expired", self.config.max_session_s))
 
     async def _post(self, event: CoreInput) -> None:
         await self._mail_send.send(_Input(event, trio.current_time()))

@@ -20,7 +20,11 @@ Plumbing, as vad_feeder.py is: it decides nothing. When a snapshot is due is the
    has its snapshot and lease deleted, so no one can take over what is over, but only while
    its lease is still this session's (`release` says so): a session taken over elsewhere
    leaves the new owner's state alone. One ended by a drain (`keep=True`) leaves both to
-   expire, for another worker to take it over.
+   expire, for another worker to take it over, and has its last snapshot written to the
+   store itself, awaited (within `LAST_WRITE_S`), not offered to the writer: its client is
+   told to resume elsewhere right after, and the worker it reaches must find the session as
+   it ended here (a snapshot still waiting in the writer would be read stale there, and then
+   fenced here).
 A store error is logged, never raised into the session: without a store a session goes on
 in memory, as it would have before (docs/deployment.md).
 """
@@ -43,6 +47,8 @@ log = logging.getLogger("turntaker.snapshots")
 
 # Rule 2: how long after a boundary its snapshot is taken.
 COALESCE_S: Final = 0.01
+# Rule 4: how long a drained session's last write may hold its close (Redis takes ~2 ms).
+LAST_WRITE_S: Final = 2.0
 
 
 class Checkpoints:
@@ -120,6 +126,13 @@ class Checkpoints:
             return  # still due: `run` writes it once the lease is held
         self._due = False
         self._wake = trio.Event()
+        data = self._encode()
+        if data is not None:
+            self._written = True
+            self._writer.offer(self.session_id, self.version, data, fence=self.fence)
+
+    def _encode(self) -> bytes | None:
+        """The next version of the session's snapshot; None if it is over its bound."""
         core, link = self._state()
         self.version += 1
         snapshot = snap.take(
@@ -134,18 +147,15 @@ class Checkpoints:
             max_journal_bytes=self._max_journal_bytes,
         )
         try:
-            data = snap.encode(snapshot, self._max_bytes)
+            return snap.encode(snapshot, self._max_bytes)
         except snap.SnapshotTooLarge as error:
             log.error("session %s: snapshot skipped: %s", self.session_id, error)
-            return
-        self._written = True
-        self._writer.offer(self.session_id, self.version, data, fence=self.fence)
+            return None
 
     async def end(self, *, keep: bool) -> None:
         """Rule 4."""
         if keep:
-            if self._due or not self._written:
-                self._write()
+            await self._last_write()
             return
         self._writer.forget(self.session_id)
         if self.fence is None:
@@ -156,3 +166,27 @@ class Checkpoints:
                     await self._store.delete(self.session_id)
             except StoreError as error:
                 log.warning("session %s: snapshot not deleted (%s)", self.session_id, error)
+
+    async def _last_write(self) -> None:
+        """Rule 4, a drained session: its state now, in the store before it returns."""
+        if self.fence is None:
+            return  # never held the lease: the store was out of reach all along
+        self._writer.forget(self.session_id)  # an older offer would only be stale
+        data = self._encode()
+        if data is None:
+            return
+        with trio.move_on_after(LAST_WRITE_S) as waited:
+            try:
+                answer = await self._store.put(
+                    self.session_id, self.version, data, self._ttl_s, self.fence
+                )
+            except StoreError as error:
+                log.error("session %s: last snapshot not written (%s)", self.session_id, error)
+                return
+        if waited.cancelled_caught:
+            log.error(
+                "session %s: last snapshot not written in %g s", self.session_id, LAST_WRITE_S
+            )
+            return
+        self._written = True
+        log.info("session %s: last snapshot v%d: %s", self.session_id, self.version, answer)

@@ -13,12 +13,15 @@
 //    playing while the socket was down still goes into the history); the latest per response.
 // 4. A close is final after our own Disconnect, a server's normal close (1000: the session
 //    ended), a refusal (1008: the key or origin will not change), a takeover, or when the
-//    session announced no resume; any other loss is dialled again with backoff until resumed
-//    or given up.
+//    session announced no resume; any other loss (1001, a server shutting down, among them) is
+//    dialled again with backoff until resumed or given up (but rule 7).
 // 5. A resume unanswered for RESUME_ANSWER_MS is tried again on a new socket.
 // 6. A deliberate close is 1000: it ends the session on the server at once. Disconnect while the
 //    socket is down ends the session the server keeps for its grace: it resumes it on a socket
 //    of its own and closes that at the answer (reconnect.js, farewell).
+// 7. A server's restart close (4001: it drained for a deploy and kept the session where any
+//    worker takes it up) is no failure and no reason to wait: the first redial goes at once
+//    (0 ms, once a drop), a try that fails then waits the backoff (reconnect.js, Backoff).
 //
 // Emits (emitter.js): "wire" {dir, event} for each event sent (but mic audio), processed ("<")
 // or only logged ("~"); "mic" {samples} for each chunk of mic audio sent; "session-start" when a session's sequence begins (Connect, a failed
@@ -27,7 +30,9 @@
 // {outcome, token}.
 
 import { bytesToB64 } from "./pcm.js";
-import { Backoff, RESUME_FAILED, ResumeState, freshUrl, resumeUrl } from "./reconnect.js";
+import {
+  Backoff, RESTARTING_CLOSE, RESTARTING_STATUS, RESUME_FAILED, ResumeState, freshUrl, resumeUrl,
+} from "./reconnect.js";
 
 export const RESUME_ANSWER_MS = 10000;
 // How long the farewell socket of a Disconnect while down waits for the resume's answer.
@@ -156,7 +161,7 @@ export class Connection {
     this.sendEventAck(false);
   }
 
-  // Rule 4.
+  // Rules 4 and 7.
   closed(e) {
     this.timers.clearTimeout(this.answerTimer);
     const final = this.leaving || this.replaced || e.code === 1000 || e.code === 1008 ||
@@ -175,8 +180,8 @@ export class Connection {
       this.emitter.emit("lost", { code: e.code, lastSeq: this.link.lastSeq });
     }
     this.link.dropped();
-    this.hooks.status("reconnecting…");
-    const delay = this.backoff.next(this.now() - this.lostAt);
+    this.hooks.status(e.code === RESTARTING_CLOSE ? RESTARTING_STATUS : "reconnecting…");
+    const delay = this.backoff.next(this.now() - this.lostAt, e.code);
     if (delay === null) {
       this.finish("disconnected (gave up reconnecting)");
       return;

@@ -12,6 +12,15 @@
 // when the session is gone anyway.
 export const BACKOFF = Object.freeze({ firstMs: 250, maxMs: 4000, giveUpMs: 30000, jitter: 0.25 });
 
+// Our server's own close for a drain (a deploy's SIGTERM, a rolling restart) that kept the
+// session where any worker takes it up (docs/protocol.md "Close codes"): the session is not over
+// and waiting gains nothing, so it is dialled again at once. Its last event before the close is
+// an `error` SERVER_RESTARTING, which is no failure. (1001, a drain that kept nothing, is a loss
+// like any other: backoff.)
+export const RESTARTING_CLOSE = 4001;
+export const SERVER_RESTARTING = "server_restarting";
+export const RESTARTING_STATUS = "server restarting: moving the session…";
+
 export class Backoff {
   constructor(options = {}, random = Math.random) {
     const o = { ...BACKOFF, ...options };
@@ -21,12 +30,20 @@ export class Backoff {
     this.jitter = o.jitter;
     this.random = random;
     this.attempt = 0;
+    this.immediate = false; // the drop's one try at once (a restart close) is spent
   }
 
-  // The wait before the next try, `elapsedMs` after the drop; null: give up. The jitter only
-  // shortens a wait, so that pages dropped by one network blip do not all dial at the same
-  // instant while none waits longer than the schedule says.
-  next(elapsedMs) {
+  // The wait before the next try, `elapsedMs` after the drop, the socket lost with close `code`;
+  // null: give up. The jitter only shortens a wait, so that pages dropped by one network blip do
+  // not all dial at the same instant while none waits longer than the schedule says.
+  // A restart close (RESTARTING_CLOSE) is tried again at once, once a drop, and the schedule
+  // stays where it was: a try that fails waits the backoff, and a server that closed every
+  // socket with 4001 would not be dialled in a tight loop.
+  next(elapsedMs, code) {
+    if (code === RESTARTING_CLOSE && !this.immediate) {
+      this.immediate = true;
+      return elapsedMs > this.giveUpMs ? null : 0;
+    }
     const base = Math.min(this.firstMs * 2 ** this.attempt, this.maxMs);
     this.attempt += 1;
     const delay = Math.round(base * (1 - this.jitter * this.random()));

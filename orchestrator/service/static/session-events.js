@@ -14,8 +14,12 @@
 // 3. A response cut off (cleared, or done as cancelled) is struck through in the transcript;
 //    its late transcript deltas are not shown.
 // 4. An event type not in the table is only logged.
+// 5. An `error` server_restarting is no failure: the server drains for a deploy and the
+//    connection resumes the session on another worker at once (connection.js rule 7); the page
+//    says so in its state. Other errors are warned of.
 
 import { responseId } from "./event-summary.js";
+import { RESTARTING_STATUS, SERVER_RESTARTING } from "./reconnect.js";
 
 function held(page, event) {
   const shown = page.settings.hold(event.session);
@@ -68,7 +72,10 @@ export const SERVER_EVENTS = Object.freeze({
     // all there will be, and it plays to its end (its final ACK then says so).
     else page.player.done(rid);
   },
-  "error": (page, event) => console.warn("server error", event.error),
+  "error": (page, event) => {
+    if (event.error && event.error.code === SERVER_RESTARTING) page.view.status("state", RESTARTING_STATUS);
+    else console.warn("server error", event.error);
+  },
 });
 
 function assistantText(page, event, rid) {

@@ -53,7 +53,7 @@ def test_deadlines_come_from_the_environment_as_seconds() -> None:
     assert config.drain_timeout_s == 2.5 and config.slow_client_timeout_s == 3.0
     defaults = ServiceConfig()
     assert defaults.max_session_s == 3600 and defaults.slow_client_timeout_s == 10
-    assert defaults.drain_timeout_s == 10
+    assert defaults.drain_timeout_s == 15 and defaults.drain_answer_bound_s == 10
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan"])

@@ -13,6 +13,7 @@ def test_rule_1_every_cause_has_a_code_and_names_itself() -> None:
     assert set(ending.CLOSE_CODES) == set(get_args(SessionEndCause))
     ends = [
         ending.closing(CloseRequested("server_shutting_down")),
+        ending.drained(kept=True),
         ending.closing(CloseRequested("session_expired")),
         ending.replaced(),
         ending.not_reading(1, 1),
@@ -30,6 +31,13 @@ def test_rule_2_a_drain_closes_1001_flushed() -> None:
     assert ending.closing(CloseRequested("server_shutting_down", 60)) == SessionEnd(
         1001, "server is shutting down", "server_shutting_down", True
     )
+
+
+def test_rule_2_a_drain_that_keeps_the_session_closes_4001_flushed_else_1001() -> None:
+    assert ending.drained(kept=True) == SessionEnd(
+        4001, "server restarting; resume the session", "server_restarting", True
+    )
+    assert ending.drained(kept=False) == ending.closing(CloseRequested("server_shutting_down"))
 
 
 def test_rule_3_an_expiry_closes_1000_with_the_limit_in_words() -> None:

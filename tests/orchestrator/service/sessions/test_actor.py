@@ -272,20 +272,26 @@ async def _respond(client: InMemoryClient, seen: list[dict[str, Any]], until: st
         await trio.sleep(0.01)
 
 
-async def test_shut_down_cancels_the_generating_response_with_its_terminal_first(
-    fake_stream: _FakeStream,
+async def test_shut_down_lets_the_answer_go_on_to_the_drains_bound_then_cuts_it_first(
+    autojump_clock: trio.testing.MockClock, fake_stream: _FakeStream
 ) -> None:
-    config = ServiceConfig()
+    # Core rule 11: the drain waits for the generating answer (here a hung one) up to
+    # drain_answer_bound_s, then cuts it with its terminal before the session's end.
+    config = ServiceConfig(first_chunk_timeout_s=60, chunk_timeout_s=60)
     actor, client = in_memory_session(
         "sess_test", config, _services(Metrics(), config, healthy=True)
     )
     seen: list[dict[str, Any]] = []
-    with trio.fail_after(5):
+    with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_collect, client, seen)
             nursery.start_soon(actor.run)
             await _respond(client, seen, "response.created")
+            asked = trio.current_time()
             actor.shut_down()
+            await trio.sleep(config.drain_answer_bound_s - 0.5)
+            assert not any(e["type"] == "response.done" for e in seen), "cut before the bound"
+    assert trio.current_time() - asked == pytest.approx(config.drain_answer_bound_s, abs=0.1)
     kinds = [e["type"] for e in seen]
     done = next(e for e in seen if e["type"] == "response.done")
     assert done["response"]["status"] == "cancelled", done
@@ -294,6 +300,7 @@ async def test_shut_down_cancels_the_generating_response_with_its_terminal_first
     # Closing a stream before its final response cancels it on Triton (board and stream,
     # trio_bridge.TritonStream.aclose), whichever of the two cancels reached it first.
     assert fake_stream.cancelled or fake_stream.closed, "the Triton stream was left open"
+    # No shared store: the session is over (1001), not to be resumed elsewhere (4001).
     assert actor.end is not None and actor.end.code == 1001
 
 
