@@ -35,20 +35,29 @@ _Handler = Callable[[int, FrameType | None], Any] | int | None
 
 class Signals:
     """SIGTERM and SIGINT set `received` (the watch loop polls it); later ones are ignored,
-    since the shutdown they would interrupt is bounded anyway."""
+    since the shutdown they would interrupt is bounded anyway. SIGHUP is no stop signal: it
+    asks for a rolling restart (workers.py), counted in `hangups` for the watch loop to take;
+    one during the shutdown is left untaken."""
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.hangups = 0
         self._previous: dict[int, _Handler] = {}
 
     def __enter__(self) -> Signals:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._handle)
+        self._previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._hangup)
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+    def take_hangups(self) -> int:
+        """The SIGHUPs since the last call."""
+        count, self.hangups = self.hangups, 0
+        return count
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
@@ -57,6 +66,11 @@ class Signals:
             print(f"turntaker serve: {name}: stopping the workers (they drain)", flush=True)
         else:
             print(f"turntaker serve: {name} ignored: already stopping", flush=True)
+
+    def _hangup(self, signum: int, frame: FrameType | None) -> None:
+        # Only counted: the loop that takes it prints what becomes of it (a print here could
+        # land inside one of the main thread's own, which Python refuses as reentrant).
+        self.hangups += 1
 
 
 def wait_or_kill(process: subprocess.Popen[bytes], timeout_s: float) -> bool:

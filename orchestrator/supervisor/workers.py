@@ -35,8 +35,22 @@ Rules:
    their default actions, as for plain `turntaker serve`: Triton follows the supervisor out
    by its parent-death signal.
 8. The pure parts (route ids, ports, a worker's command line; the nginx config in
-   nginx_conf.py; the respawn schedule in respawn.py) are plain functions and values; the
-   process plumbing is in processes.py.
+   nginx_conf.py; the respawn schedule in respawn.py; liveness in liveness.py; the rolling
+   restart in rolling.py) are plain functions and values; the process plumbing is in
+   processes.py.
+9. SIGHUP: a rolling restart (rolling.py): one worker at a time, in route order, gets SIGTERM
+   and drains as in rule 7 (killed `STOP_MARGIN_S` past `drain_timeout_s`), is started again
+   at once on its port and route id as soon as it exits (no death reported, no respawn
+   delay, no liveness probe while it drains), and the next one follows `FAIL_TIMEOUT_S`
+   after it answers `/healthz` (nginx may have taken it out while its port refused). A new
+   process that exits or does not answer within `WORKER_START_S` aborts the restart (the
+   code on disk cannot start: the workers not reached keep running the old one), and is
+   then met as a dead worker (rule 6). A SIGHUP during a restart is ignored, and so is one
+   during the workers' start (they run the code on disk); both are said. While the local
+   Triton starts, SIGHUP keeps its default action, as the others do (rule 7). Lines:
+   `turntaker serve: SIGHUP: rolling restart of <N> workers`, per worker `turntaker serve:
+   worker <route> restarted: pid <old> -> <new> in <s> s`, then `turntaker serve: rolling
+   restart done in <s> s`, or `turntaker serve: ROLLING RESTART ABORTED: <why>` on stderr.
 """
 
 from __future__ import annotations
@@ -58,6 +72,7 @@ from orchestrator.service.config import RESPAWN_MAX_S, ServiceConfig
 from orchestrator.service.serve import access_settings, config_from_args, local_triton
 from orchestrator.supervisor.liveness import Liveness, LivenessPolicy
 from orchestrator.supervisor.nginx_conf import (
+    FAIL_TIMEOUT_S,
     Backend,
     bracket_host,
     find_nginx,
@@ -78,6 +93,19 @@ from orchestrator.supervisor.processes import (
     wait_up,
 )
 from orchestrator.supervisor.respawn import RespawnPolicy, RespawnSchedule
+from orchestrator.supervisor.rolling import (
+    Aborted,
+    Action,
+    Began,
+    Done,
+    Kill,
+    Report,
+    Restarted,
+    RollingPolicy,
+    RollingRestart,
+    Spawn,
+    Terminate,
+)
 from orchestrator.triton.launcher import TritonServer
 
 WORKER_HOST = "127.0.0.1"
@@ -243,7 +271,8 @@ def _supervise(plan: _Plan, triton_urls: Sequence[str], triton: TritonServer | N
                 "Ctrl-C stops",
                 flush=True,
             )
-            return _watch(workers, nginx, triton, signals, prefix, policy)
+            restarts = _Restarts(workers, plan.config.drain_timeout_s)
+            return _watch(workers, nginx, triton, signals, prefix, policy, restarts)
         except StartFailed as error:
             log = tail(prefix / "error.log") if nginx is not None else ""
             print(f"turntaker serve: {error}{log}", file=sys.stderr, flush=True)
@@ -288,11 +317,14 @@ def _watch(
     signals: Signals,
     prefix: Path,
     policy: RespawnPolicy,
+    restarts: _Restarts,
 ) -> int:
     """Until a signal (0) or a fatal death (1); a worker's death alone is not (rule 6)."""
-    probes = ThreadPoolExecutor(max_workers=len(workers), thread_name_prefix="healthz")
+    # One more than the workers: a restarted worker's old probe may still hold a thread
+    # (until its timeout) while the new process is probed.
+    probes = ThreadPoolExecutor(max_workers=len(workers) + 1, thread_name_prefix="healthz")
     try:
-        return _watch_loop(workers, nginx, triton, signals, prefix, policy, probes)
+        return _watch_loop(workers, nginx, triton, signals, prefix, policy, probes, restarts)
     finally:
         # A probe of a hung worker ends by its own timeout; nothing waits for it.
         probes.shutdown(wait=False, cancel_futures=True)
@@ -306,10 +338,21 @@ def _watch_loop(
     prefix: Path,
     policy: RespawnPolicy,
     probes: ThreadPoolExecutor,
+    restarts: _Restarts,
 ) -> int:
+    if signals.take_hangups():
+        print(
+            "turntaker serve: SIGHUP during start-up ignored: the workers just started run "
+            "the code on disk",
+            flush=True,
+        )
     while signals.received is None:
+        now = time.monotonic()
+        for _ in range(signals.take_hangups()):
+            restarts.request(now)
+        restarts.apply(restarts.plan.tick(now), now)
         for worker in workers:
-            _tend(worker, workers, time.monotonic(), probes)
+            _tend(worker, workers, time.monotonic(), probes, restarts)
         if not policy.enabled and not any(w.alive for w in workers):
             print("turntaker serve: every worker is dead", file=sys.stderr, flush=True)
             return 1
@@ -329,13 +372,26 @@ def _watch_loop(
     return 0
 
 
-def _tend(worker: _Worker, workers: list[_Worker], now: float, probes: ThreadPoolExecutor) -> None:
+def _tend(
+    worker: _Worker,
+    workers: list[_Worker],
+    now: float,
+    probes: ThreadPoolExecutor,
+    restarts: _Restarts,
+) -> None:
     """Probes a running worker (killing a hung one), reports a death, and starts a dead
-    worker again when its schedule says (rule 6)."""
+    worker again when its schedule says (rule 6); a worker stopped by a rolling restart is
+    neither probed nor dead (rule 9)."""
+    route = worker.backend.route_id
     if worker.alive:
         code = worker.process.poll()
+        stopping = restarts.plan.stopping(route)
         if code is None:
-            _probe(worker, now, probes)
+            if not stopping:
+                _probe(worker, now, probes, restarts)
+            return
+        if stopping:
+            restarts.apply(restarts.plan.exited(route, now), now)
             return
         worker.alive = False
         worker.probe = None
@@ -349,6 +405,8 @@ def _tend(worker: _Worker, workers: list[_Worker], now: float, probes: ThreadPoo
             file=sys.stderr,
             flush=True,
         )
+        # A rolling restart's new process that dies before it answers aborts the restart.
+        restarts.apply(restarts.plan.exited(route, now), now)
     elif worker.schedule.due(now):
         # Not waited for: until it listens nginx finds its port refusing and uses the others.
         worker.process = spawn(worker.command)
@@ -358,14 +416,18 @@ def _tend(worker: _Worker, workers: list[_Worker], now: float, probes: ThreadPoo
         worker.announce(f" (respawned after {worker.schedule.deaths} death(s))")
 
 
-def _probe(worker: _Worker, now: float, probes: ThreadPoolExecutor) -> None:
+def _probe(worker: _Worker, now: float, probes: ThreadPoolExecutor, restarts: _Restarts) -> None:
     """liveness.py's rules carried out: one probe at a time; a hung worker is SIGKILLed, and
-    its death is then met as any other."""
+    its death is then met as any other. An answer is also what ends a rolling restart's
+    turn (rule 9)."""
     if worker.probe is not None:
         if not worker.probe.done():
             return
         status, worker.probe = worker.probe.result(), None
-        hung = worker.liveness.answered(time.monotonic(), ok=status == 200)
+        answered_at = time.monotonic()
+        hung = worker.liveness.answered(answered_at, ok=status == 200)
+        if status == 200:
+            restarts.apply(restarts.plan.healthy(worker.backend.route_id, answered_at), answered_at)
     else:
         hung = worker.liveness.start_overdue(now)
         if not hung and worker.liveness.probe_due(now):
@@ -384,6 +446,72 @@ def _probe(worker: _Worker, now: float, probes: ThreadPoolExecutor) -> None:
             flush=True,
         )
         worker.process.kill()
+
+
+class _Restarts:
+    """rolling.py's actions carried out on the workers, and its lines printed (rule 9)."""
+
+    def __init__(self, workers: list[_Worker], drain_s: float) -> None:
+        self._workers = {w.backend.route_id: w for w in workers}
+        policy = RollingPolicy(
+            stop_s=drain_s + STOP_MARGIN_S, start_s=WORKER_START_S, settle_s=FAIL_TIMEOUT_S
+        )
+        self.plan = RollingRestart(policy)
+        # Each restarted worker's process before its turn, for the `restarted` line.
+        self._old_pids: dict[str, int] = {}
+
+    def request(self, now: float) -> None:
+        up = sum(w.alive for w in self._workers.values())
+        self.apply(self.plan.requested(now, list(self._workers), up), now)
+
+    def apply(self, actions: list[Action], now: float) -> None:
+        for action in actions:
+            self._do(action, now)
+
+    def _do(self, action: Action, now: float) -> None:
+        match action:
+            case Began(routes):
+                _say(f"SIGHUP: rolling restart of {len(routes)} workers")
+            case Terminate(route):
+                worker = self._workers[route]
+                self._old_pids[route] = worker.process.pid
+                # Its answers no longer count: the next one to count is the new process's.
+                worker.probe = None
+                if worker.alive and worker.process.poll() is None:
+                    worker.process.send_signal(signal.SIGTERM)
+                else:
+                    # Down already (waiting for its respawn, or just exited): started now.
+                    self.apply(self.plan.exited(route, now), now)
+            case Kill(route, why):
+                worker = self._workers[route]
+                _say(f"worker {route} (pid {worker.process.pid}) {why}: killing it", error=True)
+                if worker.process.poll() is None:  # else reaped: its pid may be another's
+                    try:
+                        # Its group, as at shutdown (wait_or_kill).
+                        os.killpg(worker.process.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            case Spawn(route):
+                worker = self._workers[route]
+                worker.process = spawn(worker.command)
+                worker.schedule.started(now)
+                worker.liveness = Liveness(LIVENESS, now)
+                worker.alive = True
+                worker.probe = None
+                worker.announce(" (rolling restart)")
+            case Restarted(route, took_s):
+                old, new = self._old_pids.pop(route, 0), self._workers[route].process.pid
+                _say(f"worker {route} restarted: pid {old} -> {new} in {took_s:.1f} s")
+            case Report(text):
+                _say(text)
+            case Aborted(why, _):
+                _say(f"ROLLING RESTART ABORTED: {why}", error=True)
+            case Done(took_s):
+                _say(f"rolling restart done in {took_s:.1f} s")
+
+
+def _say(text: str, *, error: bool = False) -> None:
+    print(f"turntaker serve: {text}", file=sys.stderr if error else sys.stdout, flush=True)
 
 
 def _stop_all(

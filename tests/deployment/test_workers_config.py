@@ -85,7 +85,7 @@ def test_websocket_proxying_and_the_prefix_paths() -> None:
         "proxy_set_header Connection $connection_upgrade;",
         "proxy_set_header Host $http_host;",
         "proxy_buffering off;",
-        "proxy_next_upstream error timeout;",
+        "proxy_next_upstream error timeout http_503;",
         "worker_processes 1;",
     ):
         assert line in conf, line
