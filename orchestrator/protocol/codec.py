@@ -262,14 +262,20 @@ def error_event(err: ProtocolError) -> ErrorEvent:
 
 
 class ServerEventEncoder:
-    """Encodes one session's server events; owns that session's event-id counter."""
+    """Encodes one session's server events; owns that session's event-id counter (`named`:
+    a session taken over by another process goes on from where its snapshot left it)."""
 
     __slots__ = ("_count", "_encoder", "_prefix")
 
-    def __init__(self, *, prefix: str = "event_") -> None:
+    def __init__(self, *, prefix: str = "event_", named: int = 0) -> None:
         self._encoder = msgspec.json.Encoder()
         self._prefix = prefix
-        self._count = 0
+        self._count = named
+
+    @property
+    def named(self) -> int:
+        """How many event ids it has handed out."""
+        return self._count
 
     def next_event_id(self) -> str:
         self._count += 1

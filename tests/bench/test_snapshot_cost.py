@@ -99,7 +99,7 @@ def test_the_snapshot_timed_is_the_one_checkpoints_write() -> None:
             max_bytes=config.snapshot_max_bytes,
             max_image_bytes=config.snapshot_image_bytes,
             max_journal_bytes=config.snapshot_journal_bytes,
-            state=lambda link=link: (conversation.core, link),  # type: ignore[misc]
+            state=lambda link=link: (conversation.core, link, 0),  # type: ignore[misc]
             on_lost=lambda: None,
             version=6,
             fence=1,

@@ -296,6 +296,13 @@ def test_a_drain_lets_the_answer_finish_then_sends_the_client_to_another_worker(
         assert resumed["replayed_from_seq"] == last + 1
         reply = [i for i in _context(second) if i.get("role") == "assistant"]
         assert reply and reply[-1]["status"] == "completed", reply
+        # Its event ids go on from the first worker's (snapshot.py rule 6): none repeats.
+        _ask_text(second, "And then?")
+        second.until("response.done", timeout_s=30)
+        # (The second connection's `session.created` is its provisional session's own.)
+        events = first.events + [e for e in second.events if e["type"] != "session.created"]
+        ids = [e["event_id"] for e in events if e.get("event_id")]
+        assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
     finally:
         ws2.close()
 

@@ -135,6 +135,7 @@ class SessionActor:
             processors=services.processors,
         )
         self._taken = taken
+        events_named = 0
         if taken is None:
             self.core = SessionCore(session_id, core_config)
             link = SessionLink(session_id, identity, config.resume_journal_bytes)
@@ -142,6 +143,7 @@ class SessionActor:
             state = snap.core_state(taken.snapshot)
             self.core = SessionCore.restore(session_id, state, core_config)
             link = taken.link
+            events_named = snap.events_named(taken.snapshot, taken.resumed.replayed_from_seq - 1)
         self._mail_send, self._mail_recv = trio.open_memory_channel[_Mail](config.session_mailbox)
         self._attachment = Attachment(
             self,
@@ -150,6 +152,7 @@ class SessionActor:
             grace_s=config.disconnect_grace_s,
             slow_client_timeout_s=config.slow_client_timeout_s,
             on_end=self._ended_unattended,
+            events_named=events_named,
         )
         self._checkpoints: Checkpoints | None = None
         if services.store is not None and services.snapshots is not None:
@@ -162,7 +165,7 @@ class SessionActor:
                 max_bytes=config.snapshot_max_bytes,
                 max_image_bytes=config.snapshot_image_bytes,
                 max_journal_bytes=config.snapshot_journal_bytes,
-                state=lambda: (self.core, self.link),
+                state=lambda: (self.core, self.link, self._attachment.events_named),
                 on_lost=self.taken_elsewhere,
                 version=taken.snapshot.version if taken is not None else 0,
                 fence=taken.fence if taken is not None else None,

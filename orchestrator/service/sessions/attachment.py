@@ -52,6 +52,7 @@ class Attachment:
         grace_s: float,
         slow_client_timeout_s: float,
         on_end: Callable[[SessionEnd | None], None],
+        events_named: int = 0,
     ) -> None:
         self.link = link
         self._session = session
@@ -61,12 +62,18 @@ class Attachment:
         connection.session = session
         # The connection carrying the session now; None while detached (or ended).
         self.connection: Connection | None = connection
-        self._encoder = ServerEventEncoder()
+        # Event ids go on from `events_named` (a takeover: snapshot.py rule 6).
+        self._encoder = ServerEventEncoder(named=events_named)
         # Set by the actor once its nursery is open: the grace timer runs there.
         self.nursery: trio.Nursery | None = None
         # Bumped by every grace armed or cancelled, so that a stale timer decides nothing.
         self._grace_epoch = 0
         self._grace_scope: trio.CancelScope | None = None
+
+    @property
+    def events_named(self) -> int:
+        """How many event ids the session has handed out (its snapshots keep it)."""
+        return self._encoder.named
 
     async def send(self, event: se.ServerEvent) -> bool:
         """Sequenced, journaled, then into the connection's bounded outbox if there is one;

@@ -63,7 +63,8 @@ class Checkpoints:
         max_bytes: int,
         max_image_bytes: int,
         max_journal_bytes: int,
-        state: Callable[[], tuple[SessionCore, SessionLink]],
+        # The session's core, link and event ids handed out (each snapshot's parts).
+        state: Callable[[], tuple[SessionCore, SessionLink, int]],
         on_lost: Callable[[], None],
         version: int = 0,
         fence: int | None = None,
@@ -133,7 +134,7 @@ class Checkpoints:
 
     def _encode(self) -> bytes | None:
         """The next version of the session's snapshot; None if it is over its bound."""
-        core, link = self._state()
+        core, link, events_named = self._state()
         self.version += 1
         snapshot = snap.take(
             core.state(),
@@ -143,6 +144,7 @@ class Checkpoints:
             token=link.token,
             last_seq=link.last_seq,
             journal=link.journal.held(),
+            events_named=events_named,
             max_image_bytes=self._max_image_bytes,
             max_journal_bytes=self._max_journal_bytes,
         )

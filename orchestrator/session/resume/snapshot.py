@@ -23,6 +23,10 @@ a worker that does not hold a session reads it to take the session over. Rules:
    `SnapshotUnreadable`, as it refuses bytes that do not decode), and `version` is the
    session's own count of snapshots, which the store uses to refuse an older write after a
    newer one (orchestrator/service/store/).
+6. Event ids: a snapshot keeps how many the session has handed out (`events_named`), and a
+   session taken over goes on after them (`events_named()`), so its client never sees an
+   `event_id` twice: after a drain's last snapshot exactly; after a lost worker, past the
+   events its client saw since the snapshot.
 
 Pure: no clocks, no I/O; msgspec encodes and checks every field on the way back.
 """
@@ -134,6 +138,9 @@ class SessionSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     # Responses generating or playing when the snapshot was taken: the session that takes it
     # over ends them (their worker is gone) and tells the client.
     live: tuple[str, ...] = ()
+    # Event ids handed out (ServerEventEncoder's count, rule 6); 0 in a snapshot written
+    # before it was kept.
+    events_named: int = 0
 
 
 def journal_to_snapshot(
@@ -161,6 +168,7 @@ def take(
     journal: Sequence[JournalEntry],
     max_image_bytes: int,
     max_journal_bytes: int,
+    events_named: int = 0,
 ) -> SessionSnapshot:
     """A snapshot of a core's `state` and its link's parts (rules 1-4)."""
     return SessionSnapshot(
@@ -174,7 +182,16 @@ def take(
         last_seq=last_seq,
         journal=journal_to_snapshot(journal, max_journal_bytes),
         live=state.live,
+        events_named=events_named,
     )
+
+
+def events_named(snapshot: SessionSnapshot, client_seq: int) -> int:
+    """Rule 6: where a session taken over goes on naming its events. Every event sent after
+    the snapshot was sequenced (a resume there, the one other kind, writes a snapshot), so the
+    ones its client saw past the snapshot (`client_seq`, its last) took one id each; ids of
+    events it never saw may be given again, to events it will see."""
+    return snapshot.events_named + max(0, client_seq - snapshot.last_seq)
 
 
 def core_state(snapshot: SessionSnapshot) -> CoreState:

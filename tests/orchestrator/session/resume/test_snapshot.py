@@ -212,3 +212,18 @@ def test_rule4_a_full_journal_keeps_its_newest_events_within_its_bound() -> None
         snap.JournaledEvent(e.seq, e.text) for e in entries
     )
     assert snap.journal_to_snapshot(entries, 50) == ()
+
+
+def test_rule6_event_ids_go_on_after_the_snapshots_count() -> None:
+    kept = snap.decode(
+        snap.encode(snapshot_of(SessionCore("s"), events_named=41, last_seq=30), 1 << 20)
+    )
+    assert kept.events_named == 41
+    # After a drain's last snapshot the client has seen exactly its events.
+    assert snap.events_named(kept, client_seq=30) == 41
+    # After a lost worker it may have seen more: each took one id.
+    assert snap.events_named(kept, client_seq=35) == 46
+    # A snapshot written before the count was kept reads as none named.
+    old = msgspec.json.decode(snap.encode(snapshot_of(SessionCore("s")), 1 << 20))
+    del old["events_named"]
+    assert snap.decode(msgspec.json.encode(old)).events_named == 0
