@@ -7,7 +7,7 @@ Rules (`Log`), on the log of sequenced events a session processed:
 - `server_event_seq` contiguous from 1: a seq past the next one is a loss (counted by the seqs
   skipped, and the event still taken), one at or below the last is a duplicate (counted, and
   not processed: `take` answers False);
-- `event_id`s unique: one seen before is a repeated id;
+- `event_id`s unique: one seen before is a repeated id (each counted, the first one told);
 - every `response.created` gets exactly one `response.done`: a second `response.created` or
   `response.done` of one response, or a `response.done` of none created, is an extra terminal;
   one created and never done when the session ends is a missing terminal;
@@ -15,13 +15,20 @@ Rules (`Log`), on the log of sequenced events a session processed:
   `max_output_tokens` of the `response.create` it answers (`Log.asked_tokens`, set before the
   request); otherwise it is of the wrong length (a response counted as an extra terminal is
   not also judged for its length);
-- a sequenced `error` is an unexpected error.
+- a sequenced `error` is an unexpected error, but for the codes the session expects
+  (`Log.expected_errors`: the restart soak's `server_restarting`, the drain's word before its
+  close 4001), which are counted apart;
+- the conversation's item ids (`conversation.item.added`) are kept in order, and the last
+  `conversation.context` answer's item ids, for the restart soak's "conversation kept".
 Every fault is also kept as a line of text (the tally keeps the first `MAX_FAILURES_KEPT`,
 with the last events of each faulty session).
 
 `Tally` is every session's figures added up, and the run's budget of cuts: a run makes exactly
 `target` of them (`may_drop` takes one) unless its deadline passes first. `failed` names every
-figure that is not zero, a budget not spent and responses not completed.
+figure that is not zero, a budget not spent and responses not completed (in the restart soak,
+`answers_may_end_early`: an answer a drain cut or a takeover ended is reported, not a fault).
+The restart soak's own figures (bench/drop_soak.py `--restart`) are kept there too: resume
+times by kind, turn latencies, conversations kept or not.
 """
 
 from __future__ import annotations
@@ -54,6 +61,10 @@ class _Error(msgspec.Struct):
     message: str = ""
 
 
+class _Item(msgspec.Struct):
+    id: str = ""
+
+
 class Event(msgspec.Struct):
     """What the soak reads of a server event; audio payloads are skipped by the decoder."""
 
@@ -67,6 +78,8 @@ class Event(msgspec.Struct):
     resume_token: str | None = None
     replayed_from_seq: int | None = None
     error: _Error | None = None
+    item: _Item | None = None  # conversation.item.added
+    items: list[_Item] | None = None  # conversation.context
 
 
 decode_event = msgspec.json.Decoder(Event).decode
@@ -93,6 +106,13 @@ class Log:
     errors: list[str] = field(default_factory=list)
     # The T of the response.create sent last: the next response.created takes it.
     asked_tokens: int = 0
+    # Error codes this session expects (not faults), and how many of them came.
+    expected_errors: frozenset[str] = frozenset()
+    expected_error_events: int = 0
+    # The conversation's item ids as `conversation.item.added` named them, in order, and the
+    # ids of the last `conversation.context` (None: never asked).
+    item_ids: list[str] = field(default_factory=list)
+    context_ids: list[str] | None = None
 
     def take(self, event: Event) -> bool:
         """Checks and logs one sequenced event; False for a duplicate (not processed)."""
@@ -111,7 +131,8 @@ class Log:
         self.entries.append((seq, event.event_id, event.type))
         if event.event_id in self.ids:
             self.repeated_ids += 1
-            self.errors.append(f"event_id {event.event_id} repeated at seq {seq}")
+            if self.repeated_ids == 1:  # the first one told; a run of them would crowd the rest
+                self.errors.append(f"event_id {event.event_id} repeated at seq {seq} (and later)")
         self.ids.add(event.event_id)
         kind = event.type
         if kind == "response.created" and event.response is not None:
@@ -125,10 +146,18 @@ class Log:
             self.deltas[event.response_id or ""] += 1
         elif kind == "response.done" and event.response is not None:
             self._done(event.response, seq)
+        elif kind == "conversation.item.added" and event.item is not None:
+            if event.item.id not in self.item_ids:
+                self.item_ids.append(event.item.id)
+        elif kind == "conversation.context":
+            self.context_ids = [item.id for item in event.items or ()]
         elif kind == "error":
-            self.error_events += 1
             code = event.error.code if event.error is not None else None
-            self.errors.append(f"error {code} at seq {seq}")
+            if code in self.expected_errors:
+                self.expected_error_events += 1
+            else:
+                self.error_events += 1
+                self.errors.append(f"error {code} at seq {seq}")
         return True
 
     def _done(self, response: _Response, seq: int) -> None:
@@ -183,6 +212,22 @@ class Tally:
     hangs: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
+    # The restart soak's figures (bench/drop_soak.py `--restart`):
+    # seconds from a close (or a cut) to `session.resumed`, by the resume's kind;
+    resume_s: dict[str, list[float]] = field(default_factory=dict)
+    # (monotonic time of response.done, seconds from response.create to it), per turn;
+    turns: list[tuple[float, float]] = field(default_factory=list)
+    # new connections refused or cut before `session.resumed` (tried again), and turns sent
+    # again because the connection that carried them was closed before they were answered;
+    connect_retries: int = 0
+    resent: int = 0
+    # sessions whose `conversation.context` held every item they saw, or not (a session that
+    # never got to ask counts as not kept), and the items checked.
+    kept: int = 0
+    not_kept: int = 0
+    items_checked: int = 0
+    items_before_restart: int = 0
+    expected_errors: int = 0
 
     @property
     def dropped(self) -> int:
@@ -213,6 +258,7 @@ class Tally:
         self.extra_terminals += log.extra_terminals
         self.wrong_length += log.wrong_length
         self.unexpected += log.error_events
+        self.expected_errors += log.expected_error_events
         self.statuses.update(log.statuses)
         for text in log.errors:
             self.fail(f"{log.session_id}: {text}")
@@ -220,16 +266,20 @@ class Tally:
             tail = ", ".join(f"{s}:{t}" for s, _, t in log.entries[-12:])
             self.fail(f"{log.session_id}: last events {tail}")
 
-    def failed(self) -> list[str]:
+    def resumed(self, kind: str, seconds: float) -> None:
+        self.resumes[kind] += 1
+        self.resume_s.setdefault(kind, []).append(seconds)
+
+    def failed(self, *, answers_may_end_early: bool = False) -> list[str]:
         found = []
         for name in ("losses", "duplicates", "repeated_ids", "missing_terminals",
                      "extra_terminals", "wrong_length", "resume_failures", "unexpected",
-                     "hangs"):  # fmt: skip
+                     "hangs", "not_kept"):  # fmt: skip
             if getattr(self, name):
                 found.append(f"{name} = {getattr(self, name)}")
         if self.dropped < self.target:
             found.append(f"only {self.dropped} of {self.target} drops before the deadline")
         bad = {k: v for k, v in self.statuses.items() if k != "completed"}
-        if bad:
+        if bad and not answers_may_end_early:
             found.append(f"responses not completed: {bad}")
         return found

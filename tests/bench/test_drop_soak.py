@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import drop_checks, drop_soak
+from bench import drop_checks, drop_clients, drop_soak
 from orchestrator.triton import TritonServer
 
 DROPS = 30
@@ -45,7 +45,7 @@ def test_a_short_drop_soak_loses_nothing(triton_server: TritonServer, tmp_path: 
     assert drops.startswith(f"{DROPS} ("), drops
     listed = drops[drops.index("(") + 1 : -1].split(", ")
     kinds = {k: int(n) for k, n in (part.split() for part in listed)}
-    assert set(kinds) == set(drop_soak.KINDS) and sum(kinds.values()) == DROPS
+    assert set(kinds) == set(drop_clients.KINDS) and sum(kinds.values()) == DROPS
     # Which slot takes the last cuts depends on timing; most kinds show in any run.
     assert sum(1 for n in kinds.values() if n) >= 3, kinds
     assert "- Verdict: held." in section
@@ -93,3 +93,35 @@ def test_a_completed_response_short_of_its_deltas_counts() -> None:
     log.take(_event(2, "response.output_audio.delta", "r1"))
     log.take(_event(3, "response.done", "r1"))  # one delta and output_tokens 1, of 2 asked
     assert log.wrong_length == 1 and log.losses == 0
+
+
+def test_the_restart_checks_keep_items_and_context_and_expect_the_drain_word() -> None:
+    # The restart soak's additions: its conversation check reads these, and the drain's
+    # `server_restarting` is no fault there (and still one elsewhere).
+    log = drop_checks.Log(expected_errors=frozenset({"server_restarting"}))
+    item = drop_checks._Item(id="item_1")
+    for seq, added in ((1, item), (2, drop_checks._Item(id="item_2"))):
+        event = drop_checks.Event(
+            type="conversation.item.added", server_event_seq=seq, event_id=f"e{seq}", item=added
+        )
+        assert log.take(event)
+    error = drop_checks._Error(code="server_restarting")
+    assert log.take(drop_checks.Event(type="error", server_event_seq=3, event_id="e3", error=error))
+    context = drop_checks.Event(
+        type="conversation.context", server_event_seq=4, event_id="e4", items=[item]
+    )
+    assert log.take(context)
+    assert log.item_ids == ["item_1", "item_2"] and log.context_ids == ["item_1"]
+    assert (log.error_events, log.expected_error_events) == (0, 1)
+    strict = drop_checks.Log()
+    strict.take(drop_checks.Event(type="error", server_event_seq=1, event_id="e1", error=error))
+    assert strict.error_events == 1
+    # Every repeated event id is counted, the first one told.
+    for seq in (5, 6, 7):
+        log.take(_event(seq, event_id="e1"))
+    assert log.repeated_ids == 3 and sum("repeated" in e for e in log.errors) == 1
+    tally = drop_checks.Tally(target=0, deadline=0.0)
+    tally.statuses["cancelled"] += 1
+    tally.resumed("moved", 0.02)
+    assert tally.resumes["moved"] == 1 and tally.resume_s == {"moved": [0.02]}
+    assert tally.failed() and not tally.failed(answers_may_end_early=True)
