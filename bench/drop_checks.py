@@ -27,8 +27,8 @@ with the last events of each faulty session).
 `target` of them (`may_drop` takes one) unless its deadline passes first. `failed` names every
 figure that is not zero, a budget not spent and responses not completed (in the restart soak,
 `answers_may_end_early`: an answer a drain cut or a takeover ended is reported, not a fault).
-The restart soak's own figures (bench/drop_soak.py `--restart`) are kept there too: resume
-times by kind, turn latencies, conversations kept or not.
+The restart soak's own figures (bench/restart_soak.py) are kept there too: resume times by
+kind, turn latencies, conversations kept or not.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ class Tally:
     hangs: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
-    # The restart soak's figures (bench/drop_soak.py `--restart`):
+    # The restart soak's figures (bench/restart_soak.py):
     # seconds from a close (or a cut) to `session.resumed`, by the resume's kind;
     resume_s: dict[str, list[float]] = field(default_factory=dict)
     # (monotonic time of response.done, seconds from response.create to it), per turn;

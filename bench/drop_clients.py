@@ -17,23 +17,9 @@ After each cut the client reconnects to `?session_id=`, ignores the provisional
 mid-response resumes come back at once (into the running response: replay, then live), the
 other half after the response has surely ended (everything after the resume is replay).
 
-The restart soak (bench/drop_soak.py `--restart`) drives sessions that move (`moves=True`,
-`run_turns`): text turns one after another, a pause between them, no cut of its own. A
-connection the server closes with 4001 (a worker draining for a restart, its session's final
-snapshot written) is resumed at once, on a new connection with the last seq processed,
-through nginx, where another worker takes the session over: a resume of kind `moved`. One
-lost with no close frame (a worker killed) is resumed the same way, as `lost`. Each resume's
-time, from the close (or the cut) to `session.resumed`, is kept by kind. A new connection
-refused on its way (HTTP 502 or 503 from nginx, a close before `session.resumed`) is tried
-again as the page's client does (orchestrator/service/static/reconnect.js): after
-`RETRY_FIRST_S`, doubling to `RETRY_MAX_S`, given up once the next try would start past
-`RETRY_GIVE_UP_S` (the server's default resume grace). A turn whose connection was
-closed before `response.created` came is sent again when, `RESEND_AFTER_MOVE_S` after the
-resume (its replay long through), it still has none: the closed connection took the request
-with it unread (counted, `resent`). Each turn's events are acknowledged after it
-(`session.event_ack`), as a real client's, so that journals and snapshots hold one turn.
-After its last turn a session asks for `conversation.context` and checks that it holds every
-item id it saw (`conversation.item.added` over all its connections): its conversation kept.
+The restart soak's sessions (bench/restart_clients.py `RestartSession`) are these sessions,
+run through text turns with no cut of their own, that move when the server closes them: its
+rules are said there.
 
 Rules the session itself enforces (the events' own are bench/drop_checks.py's, as `Log.take`
 sees every sequenced event in the order it was read):
@@ -88,20 +74,6 @@ P_CUT_REPLAY = 0.7
 P_CUT_IDLE = 0.1
 P_ACK = 0.75
 
-# The restart soak: the close a draining worker ends a kept session with (resume it now);
-# how many times a session may move, how often a new connection is tried, and how long after
-# a resume a turn's request is taken as lost with the closed connection.
-MOVED_CODE = 4001
-MAX_MOVES = 40
-RETRY_FIRST_S = 0.25
-RETRY_MAX_S = 4.0
-RETRY_GIVE_UP_S = 30.0
-RESEND_AFTER_MOVE_S = 3.0
-RESENDS = 3
-# Tokens per turn of the restart soak, and the pause between two turns.
-TURN_TOKENS = (4, 8)
-THINK_S = (1.0, 3.0)
-
 
 class Hang(Exception):
     """A bounded wait ran out: the server never sent what the session waited for."""
@@ -132,7 +104,7 @@ def _cut(ws: ClientConnection) -> None:
     ws.transport.abort()
 
 
-async def _connect(url: str) -> ClientConnection:
+async def connect_to(url: str) -> ClientConnection:
     # No keepalive pings: a ping would be one more thing on the wire at a cut, and nothing
     # here idles for 20 s.
     return await connect(url, max_size=None, compression=None, open_timeout=10, ping_interval=None)
@@ -150,22 +122,16 @@ class DropSession:
         timing: Timing,
         *,
         cuts: bool = True,
-        moves: bool = False,
+        expected_errors: frozenset[str] = frozenset(),
     ) -> None:
         self.url = url
         self.cuts = cuts
-        # The restart soak's: a 4001 close or a lost connection is resumed, not a failure.
-        self.moves = moves
-        self.moved = 0
-        self.resumed_at = 0.0
         self.rng = rng
         self.tally = tally
         self.timing = timing
         self.ws: ClientConnection | None = None
-        self.log = Log(expected_errors=frozenset({"server_restarting"}) if moves else frozenset())
+        self.log = Log(expected_errors=expected_errors)
         self.token = ""
-        # The items seen when the restart began (the driver marks it).
-        self.items_at_restart = 0
         # After a resume: its kind ("running" / "ended") while its events are being counted
         # (up to the next send or cut), and whether it follows a mid-replay cut.
         self._counting: str | None = None
@@ -181,7 +147,7 @@ class DropSession:
         return self.ws
 
     async def open(self) -> None:
-        self.ws = await self._connect_retrying(self.url)
+        self.ws = await self._new_connection(self.url)
         created = await self._recv()
         if created.type != "session.created" or created.server_event_seq != 1:
             raise Broken(f"first event {created.type} seq {created.server_event_seq}")
@@ -190,26 +156,9 @@ class DropSession:
         self.token = created.resume_token
         self.log.take(created)
 
-    async def _connect_retrying(self, url: str) -> ClientConnection:
-        """A new connection; a moving session tries again while nginx answers 502/503 (every
-        worker it tried was draining or gone) or the connect fails."""
-        began = time.monotonic()
-        for attempt in range(MAX_EVENTS):
-            try:
-                return await _connect(url)
-            except (InvalidStatus, OSError, TimeoutError):
-                if not self.moves or not await self._retry(began, attempt):
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _retry(self, began: float, attempt: int) -> bool:
-        """Waits out the backoff before try `attempt + 1`; False: given up (the rules)."""
-        delay = min(RETRY_FIRST_S * 2**attempt, RETRY_MAX_S)
-        if time.monotonic() + delay - began > RETRY_GIVE_UP_S:
-            return False
-        self.tally.connect_retries += 1
-        await asyncio.sleep(delay)
-        return True
+    async def _new_connection(self, url: str) -> ClientConnection:
+        """A new connection (a moving session tries again: bench/restart_clients.py)."""
+        return await connect_to(url)
 
     async def _recv_raw(self, timeout_s: float) -> Event:
         try:
@@ -226,19 +175,9 @@ class DropSession:
                 await self._closed(closed)
 
     async def _closed(self, closed: ConnectionClosed) -> None:
-        """A moving session resumes a connection closed with 4001 (`moved`) or lost with no
-        close frame (`lost`); anything else, and any close of another session, goes up."""
-        code = closed.rcvd.code if closed.rcvd is not None else None
-        if not self.moves or (code is not None and code != MOVED_CODE):
-            raise closed
-        if self.moved >= MAX_MOVES:
-            raise Broken(f"moved {self.moved} times")
-        at = time.monotonic()
-        self._stop_counting()
-        self.ws = None
-        self.moved += 1
-        await self.resume("moved" if code == MOVED_CODE else "lost", since=at)
-        self.resumed_at = time.monotonic()
+        """A connection closed under a read or a send: the end of the session (a moving one
+        resumes it: bench/restart_clients.py)."""
+        raise closed
 
     async def next_event(self, timeout_s: float) -> Event:
         event = await self._recv(timeout_s)
@@ -307,20 +246,7 @@ class DropSession:
         self, kind: str, *, after_replay_cut: bool = False, since: float | None = None
     ) -> None:
         """`since`: the moment the connection was lost, for the resume's time."""
-        began = time.monotonic()
-        for attempt in range(MAX_EVENTS):
-            try:
-                answer = await self._resume_once()
-                break
-            except (ConnectionClosed, InvalidStatus, OSError, TimeoutError):
-                # Refused (502/503: every worker nginx tried was draining or gone), or closed
-                # before it answered (a worker that began draining): a moving session tries
-                # again on another new connection.
-                self.ws = None
-                if not self.moves or not await self._retry(began, attempt):
-                    raise
-        else:
-            raise AssertionError("unreachable")
+        answer = await self._resume_answer()
         last = self.log.last_seq
         if answer.type != "session.resumed":
             code = answer.error.code if answer.error is not None else ""
@@ -341,10 +267,19 @@ class DropSession:
             self.tally.resumed(kind, time.monotonic() - since)
         self._counting, self._after, self._after_replay_cut = kind, 0, after_replay_cut
 
+    async def _resume_answer(self) -> Event:
+        """The answer to a resume on a new connection (a moving session tries again:
+        bench/restart_clients.py)."""
+        try:
+            return await self._resume_once()
+        except (ConnectionClosed, InvalidStatus, OSError, TimeoutError):
+            self.ws = None
+            raise
+
     async def _resume_once(self) -> Event:
         """A new connection to `?session_id=`, its provisional `session.created` skipped, and
         `session.resume` sent: the answer."""
-        self.ws = await _connect(f"{self.url}?session_id={self.sid}")
+        self.ws = await connect_to(f"{self.url}?session_id={self.sid}")
         provisional = await self._recv_raw(READ_TIMEOUT_S)
         if provisional.type != "session.created" or (
             provisional.session is not None and provisional.session.id == self.sid
@@ -444,70 +379,6 @@ class DropSession:
             kind = "input_audio_buffer.cleared"
         await self.until(lambda: any(t == kind for _, _, t in self.log.entries[seen:]), kind)
 
-    async def turn(self, tokens: int) -> None:
-        """The restart soak's turn: a user `input_text` item and `response.create`, read to
-        its `response.done`; sent again when a move took the request (the module's rules)."""
-        item: dict[str, object] = {
-            "type": "conversation.item.create",
-            "item": {
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": "Tell me something."}],
-            },
-        }
-        for _ in range(RESENDS + 1):
-            before = set(self.log.created)
-            moved = self.moved
-            self.log.asked_tokens = tokens
-            await self.send(item)
-            asked_at = time.monotonic()
-            await self.send({"type": "response.create"})
-            rid = await self._created(before, moved)
-            if rid is not None:
-                break
-            self.tally.resent += 1
-        else:
-            raise Broken(f"no response.created for {RESENDS + 1} requests, each after a move")
-        await self.until(lambda: self.log.done(rid), f"response.done of {rid}")
-        now = time.monotonic()
-        self.tally.turns.append((now, now - asked_at))
-
-    async def _created(self, before: set[str], moved: int) -> str | None:
-        """The id of the response created after `before`; None when the session moved since
-        the request and, `RESEND_AFTER_MOVE_S` after it resumed, none came."""
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        for _ in range(MAX_EVENTS):
-            new = [r for r in self.log.created if r not in before]
-            if new:
-                return new[0]
-            now = time.monotonic()
-            if self.moved != moved and now - self.resumed_at > RESEND_AFTER_MOVE_S:
-                return None
-            if now >= deadline:
-                break
-            try:
-                await self.next_event(min(deadline - now, 0.25))
-            except Hang:
-                pass  # a quarter second with nothing: look again
-        raise Hang(f"waiting for response.created, last seq {self.log.last_seq}")
-
-    async def context_kept(self) -> bool:
-        """`conversation.context.retrieve`: whether it holds every item this session saw."""
-        self.log.context_ids = None
-        await self.send({"type": "conversation.context.retrieve"})
-        await self.until(lambda: self.log.context_ids is not None, "conversation.context")
-        held: set[str] = set(self.log.context_ids or ())
-        missing = [i for i in self.log.item_ids if i not in held]
-        self.tally.items_checked += len(self.log.item_ids)
-        self.tally.items_before_restart += self.items_at_restart
-        if missing:
-            self.tally.fail(
-                f"{self.sid}: conversation.context lacks {len(missing)} of its "
-                f"{len(self.log.item_ids)} items ({missing[:4]}; "
-                f"{self.items_at_restart} seen before the restart)"
-            )
-        return not missing
-
     async def close(self) -> None:
         self._stop_counting()
         if self.ws is not None:
@@ -544,66 +415,6 @@ async def run_slot(url: str, rng: random.Random, tally: Tally, timing: Timing) -
         finally:
             await session.close()
             tally.fold(session.log)
-
-
-@dataclass
-class Phases:
-    """The restart soak's clock, set by its driver: `drop` (the baseline's one plain cut
-    per session, each at its next pause), `finish` (the last turn, then the check)."""
-
-    drop: asyncio.Event
-    finish: asyncio.Event
-
-    @classmethod
-    def new(cls) -> Phases:
-        return cls(asyncio.Event(), asyncio.Event())
-
-
-async def run_turns(session: DropSession, phases: Phases) -> None:
-    """One restart-soak session (its `moves` on): turns until `finish`, one more, then its
-    conversation checked; the baseline's cut taken at the first pause after `drop`."""
-    rng, tally = session.rng, session.tally
-    tokens = rng.randint(*TURN_TOKENS)
-    kept = False
-    dropped = False
-    try:
-        await session.open()
-        await session.send(session_update(tokens, server_vad=False))
-        while not phases.finish.is_set():
-            await session.turn(tokens)
-            # Acked, as a real client does: the journal (and the snapshot) holds one turn.
-            await session.send(
-                {"type": "session.event_ack", "server_event_seq": session.log.last_seq}
-            )
-            if phases.drop.is_set() and not dropped:
-                dropped = True
-                at = time.monotonic()
-                session.cut("idle")
-                await session.resume("dropped", since=at)
-            try:
-                await asyncio.wait_for(phases.finish.wait(), rng.uniform(*THINK_S))
-            except TimeoutError:
-                pass
-        await session.turn(tokens)  # the turn after the restart
-        kept = await session.context_kept()
-    except Hang as error:
-        tally.hangs += 1
-        tally.fail(f"{session.sid}: hang: {error}")
-    except Broken as error:
-        tally.fail(f"{session.sid}: {error}")
-    except (OSError, WebSocketException) as error:
-        tally.unexpected += 1
-        tally.fail(f"{session.sid}: connection failed: {error!r}")
-    except msgspec.DecodeError as error:
-        tally.unexpected += 1
-        tally.fail(f"{session.sid}: undecodable event: {error}")
-    finally:
-        if kept:
-            tally.kept += 1
-        else:
-            tally.not_kept += 1
-        await session.close()
-        tally.fold(session.log)
 
 
 async def warm_up(url: str, tally: Tally, timing: Timing) -> None:

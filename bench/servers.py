@@ -1,10 +1,12 @@
-"""The servers a benchmark measures, each started one way: a local tritonserver, and the
-realtime server in a process of its own (or, for the benches whose numbers were taken so, in
-this process).
+"""The servers a benchmark measures, each started one way: a local tritonserver, the realtime
+server in a process of its own (or, for the benches whose numbers were taken so, in this
+process), and `turntaker serve --workers N` behind its nginx.
 
 Rules:
-1. Every server listens on loopback ports free at its start (`free_port`) and writes its log
-   to a temporary folder, so benches never collide with each other or with a deployment.
+1. Every server listens on loopback ports free at its start (`free_port`; a run of them,
+   `consecutive_free_ports`, for nginx and the workers right after it) and writes its log to
+   a temporary folder (a cluster: its output, read as it comes), so benches never collide
+   with each other or with a deployment.
 2. `triton(models)` runs a tritonserver on model_repository/ with only `models` for the block;
    `triton_url(url, models)` uses a given server's gRPC URL as it is, or starts one.
 3. `RealtimeProcess` runs the realtime server as a process of its own, so that its loop does
@@ -16,16 +18,24 @@ Rules:
 5. `realtime(pipeline, url)` runs the realtime server on a thread of this process
    (`BackgroundServer`) with a tritonserver of the models its pipeline needs; for the benches
    whose tables were measured that way (one client, realtime latency; the fuzzer).
+6. `Cluster` runs `python -m orchestrator.cli serve --workers N` (`null` pipeline, a given
+   `--session-store`) as a subprocess, nginx in front on the first of its ports; ready once the
+   supervisor prints its workers are behind nginx (`START_S` at most); its output is kept line
+   by line with the time each came, each worker's route, pid and port read from it.
+   (The restart soak's Redis is bench/snapshot_cost.py's `RedisServer`.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -52,6 +62,25 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def consecutive_free_ports(count: int) -> int:
+    """A loopback port P with P..P+count-1 free: nginx on P, the workers right after it."""
+    for _ in range(100):
+        port = free_port()
+        if port + count <= 65535 and all(_bindable(port + i) for i in range(count)):
+            return port
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @contextmanager
@@ -229,3 +258,110 @@ def realtime(
     with triton(needed_models(service), log_dir=folder, model_threads=model_threads) as server:
         with BackgroundServer(replace(service, triton_urls=(server.grpc_url,))) as background:
             yield background
+
+
+# A cluster's start on a busy machine: every worker up and behind nginx (rule 6).
+START_S = 180.0
+_WORKER = re.compile(r"turntaker serve: worker (\w+) pid (\d+) on ([\d.]+):(\d+)")
+_READY = "workers behind nginx"
+
+
+class Cluster:
+    """`turntaker serve --workers N` (`null` pipeline, `store`) as a subprocess, nginx in front
+    on loopback; its output read by a thread, each line with the time it came (rule 6)."""
+
+    def __init__(
+        self,
+        triton_url: str,
+        workers: int,
+        store: str,
+        *,
+        env: dict[str, str] | None = None,
+        start_s: float = START_S,
+    ) -> None:
+        self.port = consecutive_free_ports(workers + 1)
+        self.url = f"ws://127.0.0.1:{self.port}/v1/realtime"
+        self.count = workers
+        command = [sys.executable, "-m", "orchestrator.cli", "serve", "--workers", str(workers)]
+        command += ["--pipeline", "null", "--triton-url", triton_url, "--port", str(self.port)]
+        command += ["--session-store", store]
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        self.lines: list[tuple[float, str]] = []
+        threading.Thread(target=self._read, name="cluster-output", daemon=True).start()
+        try:
+            self.wait_line(_READY, start_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append((time.monotonic(), line))
+
+    def log(self, count: int = 40) -> str:
+        return "".join(line for _, line in self.lines[-count:])
+
+    def wait_line(
+        self, pattern: str | re.Pattern[str], timeout_s: float, since: float = 0.0
+    ) -> tuple[float, re.Match[str]]:
+        """The first line matching `pattern` that came after `since`, and when it came."""
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while True:
+            lines = self.lines[seen:]
+            seen += len(lines)
+            for at, line in lines:
+                found = re.search(pattern, line)
+                if found and at >= since:
+                    return at, found
+            if self.process.poll() is not None and seen == len(self.lines):
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"no line matching {pattern!r} within {timeout_s:g} s:\n{self.log()}")
+
+    def workers(self) -> dict[str, tuple[int, int]]:
+        """Each worker's route: its newest pid and its port."""
+        found: dict[str, tuple[int, int]] = {}
+        for _, line in list(self.lines):
+            if match := _WORKER.search(line):
+                found[match.group(1)] = (int(match.group(2)), int(match.group(4)))
+        return found
+
+    def hup(self) -> float:
+        """SIGHUP to the supervisor (a rolling restart); when it was sent."""
+        at = time.monotonic()
+        self.process.send_signal(signal.SIGHUP)
+        return at
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()  # its children get SIGTERM from their parent-death signal
+                self.process.wait(10)
+
+
+@contextmanager
+def cluster(
+    triton_url: str, workers: int, store: str, env: dict[str, str] | None = None
+) -> Iterator[Cluster]:
+    """A `Cluster` for the block (rule 6)."""
+    running = Cluster(triton_url, workers, store, env=env)
+    try:
+        yield running
+    finally:
+        running.close()

@@ -3,11 +3,16 @@
 Rules (pure: no processes, no files but the template's read):
 1. A connection whose `?session_id=` is `sess_<route>_...` of a known route goes to that
    worker's upstream; the other workers are its `backup`s, so a resume of a dead worker's
-   session still reaches a live one (which answers `session_resume_failed` and a fresh
-   session). Only known route ids are in the map: any other upstream name would make nginx
-   look it up in DNS.
+   session still reaches a live one (which takes the session over from a shared session
+   store, or without one answers `session_resume_failed` and a fresh session). Only known
+   route ids are in the map: any other upstream name would make nginx look it up in DNS.
 2. Every other connection goes to the pool of all workers, `least_conn`.
-3. One failed connect (refused: the worker is dead) takes a worker out for `fail_timeout_s`.
+3. nginx keeps no failure state (`max_fails=0`): every connection tries its worker first,
+   and one refused (the worker is dead or restarting) or answered 503 (it drains) goes on to
+   the next at once. On loopback a refused connect costs microseconds; with failure state
+   (`max_fails=1`) a drain's 503s and a restart's refusals took live workers out for their
+   fail_timeout, and in the rolling-restart soak (bench/restart_soak.py) a route's every
+   worker was out at once: "no live upstreams", resumes refused for up to 12 s.
 4. Without API keys nginx itself admits loopback clients only: behind it every client looks
    like loopback to the workers.
 5. Route ids are letters and digits and differ, which also keeps the map's regex and the
@@ -23,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
-# How long nginx skips a worker after one failed connect before trying it again.
-FAIL_TIMEOUT_S = 5
 POOL_UPSTREAM = "turntaker_all_workers"
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -59,7 +62,6 @@ def render_nginx_conf(
     *,
     loopback_only: bool,
     worker_connections: int = 1024,
-    fail_timeout_s: int = FAIL_TIMEOUT_S,
 ) -> str:
     """deploy/nginx.conf with its placeholders filled (the template's header says which)."""
     if not backends:
@@ -75,7 +77,7 @@ def render_nginx_conf(
         "listen": f"{bracket_host(host)}:{port}",
         "worker_connections": str(worker_connections),
         "routes": "|".join(names),
-        "upstreams": _upstreams(backends, fail_timeout_s),
+        "upstreams": _upstreams(backends),
         "access": _access(loopback_only),
     }
 
@@ -91,10 +93,10 @@ def render_nginx_conf(
     return _PLACEHOLDER.sub(fill, template)
 
 
-def _upstreams(backends: Sequence[Backend], fail_timeout_s: int) -> str:
+def _upstreams(backends: Sequence[Backend]) -> str:
     def server(backend: Backend, *extra: str) -> str:
-        # One failed connect (refused: the worker is dead) takes it out for fail_timeout_s.
-        options = " ".join((f"max_fails=1 fail_timeout={fail_timeout_s}s", *extra))
+        # Rule 3: no failure state; a failed try goes on to the next worker.
+        options = " ".join(("max_fails=0", *extra))
         return f"        server {backend.address} {options};"
 
     blocks = [

@@ -15,10 +15,8 @@ Rules (pure: the caller owns the clock, the processes and the probes; events in,
    exit nor the stop before it is a death: not reported as one, no respawn delay; and no
    liveness probe judges a draining worker (`stopping`).
 4. The turn ends when the new process answers `/healthz` (`healthy`): `Restarted(route,
-   took_s)`, the time since its `Terminate`. The next worker is stopped `settle_s` later:
-   while the old process was gone its port refused connections, and nginx may have taken
-   the worker out for its fail_timeout; a settle of that length has nginx trying it again
-   before another worker leaves.
+   took_s)`, the time since its `Terminate`. The next worker is stopped `settle_s` later, so
+   that two are never out at once, even for a moment.
 5. A new process that exits before it answers, or has not answered `start_s` after its spawn,
    aborts the restart: `Aborted(why)` (after `Kill(route)` for one still running), and no
    further worker is stopped. Abort, not go on: the new process ran what is on disk now, as

@@ -20,7 +20,7 @@ Rules:
    into a fresh temporary prefix folder, answers through itself within `NGINX_START_S`. Any
    failure stops whatever was started and exits 1. A line `turntaker serve: worker <route>
    pid <pid> on <host>:<port>` names each worker as it starts.
-6. A worker that dies is reported on stderr, and nginx routes around it (max_fails=1); its
+6. A worker that dies is reported on stderr, and nginx routes around it (nginx_conf.py rule 3); its
    sessions are lost, and their resumes get a fresh session on a live worker. It is started
    again on its port and route id after `worker_respawn_s`, backing off while it keeps dying
    (respawn.py), and is not waited for: nginx finds its port refusing until it listens. With
@@ -41,8 +41,8 @@ Rules:
 9. SIGHUP: a rolling restart (rolling.py): one worker at a time, in route order, gets SIGTERM
    and drains as in rule 7 (killed `STOP_MARGIN_S` past `drain_timeout_s`), is started again
    at once on its port and route id as soon as it exits (no death reported, no respawn
-   delay, no liveness probe while it drains), and the next one follows `FAIL_TIMEOUT_S`
-   after it answers `/healthz` (nginx may have taken it out while its port refused). A new
+   delay, no liveness probe while it drains), and the next one follows `SETTLE_S` after it
+   answers `/healthz`. A new
    process that exits or does not answer within `WORKER_START_S` aborts the restart (the
    code on disk cannot start: the workers not reached keep running the old one), and is
    then met as a dead worker (rule 6). A SIGHUP during a restart is ignored, and so is one
@@ -72,7 +72,6 @@ from orchestrator.service.config import RESPAWN_MAX_S, ServiceConfig
 from orchestrator.service.serve import access_settings, config_from_args, local_triton
 from orchestrator.supervisor.liveness import Liveness, LivenessPolicy
 from orchestrator.supervisor.nginx_conf import (
-    FAIL_TIMEOUT_S,
     Backend,
     bracket_host,
     find_nginx,
@@ -114,6 +113,10 @@ WORKER_START_S = 60.0
 NGINX_START_S = 10.0
 # Past a worker's own drain deadline: its loop's teardown and exit.
 STOP_MARGIN_S = 5.0
+# A rolling restart's pause between a new worker's first /healthz answer and the next
+# worker's stop: the sessions just moved to it settle first (nginx keeps no failure state
+# to wait out: nginx_conf.py rule 3).
+SETTLE_S = 1.0
 NGINX_STOP_S = 5.0
 # How a running worker is told from a hung one (liveness.py); its start gets WORKER_START_S.
 LIVENESS = LivenessPolicy(start_s=WORKER_START_S)
@@ -454,7 +457,7 @@ class _Restarts:
     def __init__(self, workers: list[_Worker], drain_s: float) -> None:
         self._workers = {w.backend.route_id: w for w in workers}
         policy = RollingPolicy(
-            stop_s=drain_s + STOP_MARGIN_S, start_s=WORKER_START_S, settle_s=FAIL_TIMEOUT_S
+            stop_s=drain_s + STOP_MARGIN_S, start_s=WORKER_START_S, settle_s=SETTLE_S
         )
         self.plan = RollingRestart(policy)
         # Each restarted worker's process before its turn, for the `restarted` line.

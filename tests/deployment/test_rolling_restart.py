@@ -1,7 +1,7 @@
 """Conversations outlive their worker (issue 36): `turntaker serve --workers 2
 --session-store redis://...` behind a real nginx, on the session's real tritonserver (`null`
 pipeline) and a real `redis-server`, driven by the restart soak's clients
-(bench/drop_clients.py: every sequenced event checked, `conversation.context` at the end).
+(bench/restart_clients.py: every sequenced event checked, `conversation.context` at the end).
 
 What a user would notice:
 - a rolling restart (SIGHUP to the supervisor) under running sessions: each worker in turn
@@ -29,10 +29,11 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from bench import drop_soak
+from bench import restart_soak, servers
 from bench.drop_checks import Tally
-from bench.drop_clients import DropSession, Timing
+from bench.drop_clients import Timing
 from bench.load_clients import session_update
+from bench.restart_clients import RestartSession
 from orchestrator.service.store.redis_store import RedisStore
 from orchestrator.session.resume import snapshot as snap
 from orchestrator.triton import TritonServer
@@ -61,8 +62,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(triton_server: TritonServer, redis_url: str) -> Iterator[drop_soak.Cluster]:
-    with drop_soak.cluster(triton_server.grpc_url, 2, redis_url, env=DRAIN_ENV) as running:
+def cluster(triton_server: TritonServer, redis_url: str) -> Iterator[servers.Cluster]:
+    with servers.cluster(triton_server.grpc_url, 2, redis_url, env=DRAIN_ENV) as running:
         assert sorted(running.workers()) == ["w0", "w1"], running.log()
         yield running
 
@@ -85,10 +86,10 @@ def _ids_unique(tally: Tally) -> None:
 
 
 def test_a_rolling_restart_keeps_every_conversation_and_every_event(
-    cluster: drop_soak.Cluster, redis_url: str
+    cluster: servers.Cluster, redis_url: str
 ) -> None:
     run = asyncio.run(
-        drop_soak.soak_cluster(
+        restart_soak.soak_cluster(
             cluster, SESSIONS, 3, restart=True, warm_s=3.0, after_s=1.0, store_url=redis_url
         )
     )
@@ -124,11 +125,10 @@ def _stored_seq(redis_url: str, session_id: str) -> int:
     return trio.run(read)
 
 
-async def _killed(cluster: drop_soak.Cluster, redis_url: str) -> tuple[Tally, list[str]]:
+async def _killed(cluster: servers.Cluster, redis_url: str) -> tuple[Tally, list[str]]:
     tally = Tally(0, math.inf)
     sessions = [
-        DropSession(cluster.url, random.Random(n), tally, Timing(1.0), moves=True)
-        for n in range(SESSIONS)
+        RestartSession(cluster.url, random.Random(n), tally, Timing(1.0)) for n in range(SESSIONS)
     ]
     killed: list[str] = []
     try:
@@ -169,7 +169,7 @@ async def _killed(cluster: drop_soak.Cluster, redis_url: str) -> tuple[Tally, li
 
 
 def test_a_killed_worker_sessions_resume_on_the_other_with_their_history(
-    cluster: drop_soak.Cluster, redis_url: str
+    cluster: servers.Cluster, redis_url: str
 ) -> None:
     tally, killed = asyncio.run(_killed(cluster, redis_url))
     assert killed, "no session on the killed worker"

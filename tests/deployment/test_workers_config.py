@@ -49,9 +49,9 @@ def test_route_ids_and_ports_follow_the_listen_port() -> None:
 def test_each_worker_upstream_holds_it_first_and_the_others_as_backup() -> None:
     conf = _render([*BACKENDS, Backend("w2", "127.0.0.1", 8003)])
     assert _block(conf, "turntaker_w1") == [
-        "server 127.0.0.1:8002 max_fails=1 fail_timeout=5s;",
-        "server 127.0.0.1:8001 max_fails=1 fail_timeout=5s backup;",
-        "server 127.0.0.1:8003 max_fails=1 fail_timeout=5s backup;",
+        "server 127.0.0.1:8002 max_fails=0;",
+        "server 127.0.0.1:8001 max_fails=0 backup;",
+        "server 127.0.0.1:8003 max_fails=0 backup;",
     ]
     pool = _block(conf, POOL_UPSTREAM)
     assert pool[0] == "least_conn;"
@@ -115,7 +115,7 @@ def test_ipv6_addresses_are_bracketed() -> None:
         read_template(), [Backend("w0", "::1", 9001)], "::1", 9000, loopback_only=True
     )
     assert "listen [::1]:9000;" in conf
-    assert "server [::1]:9001 max_fails=1" in conf
+    assert "server [::1]:9001 max_fails=0" in conf
     assert dial_host("0.0.0.0") == "127.0.0.1"
     assert dial_host("::") == "::1"
     assert dial_host("10.0.0.5") == "10.0.0.5"
