@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import sys
 import time
@@ -49,7 +48,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from bench import cli, report, servers
+from bench import cli, machine_load, report, servers
 from bench.drop_checks import Tally
 from bench.drop_clients import KINDS, Timing, run_slot, warm_up
 from bench.load import MODELS
@@ -209,16 +208,6 @@ def run(
     return soak
 
 
-def machine() -> str:
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if "model name" in ln), "")
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({model or 'unknown CPU'}), Python {sys.version.split()[0]}"
-
-
 def render(soak: DropSoak, command: str, speed: float) -> str:
     t = soak.tally
     failures = soak.failures()
@@ -226,7 +215,7 @@ def render(soak: DropSoak, command: str, speed: float) -> str:
     lines = [
         HEADING,
         "",
-        f"Command: `{command}` ({machine()}; `null` at {speed:g}x speed; "
+        f"Command: `{command}` ({machine_load.machine()}; `null` at {speed:g}x speed; "
         f"{soak.seconds:.0f} s of sessions).",
         "",
         "Sessions on a real server and Triton, each cut with no close frame (a TCP reset) at "
@@ -317,7 +306,6 @@ def _run(args: argparse.Namespace, command: str) -> cli.Outcome:
     print(f"[drop soak] seed {seed}", flush=True)
     quoted = f"{command} --seed {seed}" if args.seed is None else command
     if args.restart:
-        # Imported here: bench/restart_soak.py takes `machine` from this module.
         from bench import restart_soak
 
         if getattr(args, "doc", None) == DOC:

@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,3 +103,14 @@ class Load:
 def lines(load: Load | None) -> list[str]:
     """A table's paragraph on the run's load (none when it was not measured)."""
     return [load.describe(), ""] if load is not None else []
+
+
+def machine() -> str:
+    """The machine in a benchmark's command line: its cores, CPU model and Python."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if "model name" in ln), "")
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({model or 'unknown CPU'}), Python {sys.version.split()[0]}"

@@ -61,7 +61,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import cli, machine_load, report, servers, stats
 from bench.drop_checks import Tally
 from bench.drop_clients import Timing
-from bench.drop_soak import machine
 from bench.load import MODELS
 from bench.restart_clients import Phases, RestartSession, run_turns
 from bench.servers import Cluster, cluster
@@ -392,7 +391,7 @@ def render_restart(soak: RestartSoak, command: str) -> str:
     lines = [
         HEADING,
         "",
-        f"Command: `{command}` ({machine()}; `null` at {soak.command_speed:g}x speed; "
+        f"Command: `{command}` ({machine_load.machine()}; `null` at {soak.command_speed:g}x speed; "
         f"{soak.redis_note}; {r.seconds:.0f} s of sessions with the restart, {b.seconds:.0f} s "
         "for the baseline).",
         "",

@@ -24,7 +24,9 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 import trio
@@ -85,10 +87,20 @@ def _ids_unique(tally: Tally) -> None:
     )
 
 
+T = TypeVar("T")
+
+
+def _in_a_thread(coroutine: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run` on a thread of its own: the browser tests' Playwright keeps an event loop
+    running in the main thread for the whole session, where asyncio.run() refuses to start."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_a_rolling_restart_keeps_every_conversation_and_every_event(
     cluster: servers.Cluster, redis_url: str
 ) -> None:
-    run = asyncio.run(
+    run = _in_a_thread(
         restart_soak.soak_cluster(
             cluster, SESSIONS, 3, restart=True, warm_s=3.0, after_s=1.0, store_url=redis_url
         )
@@ -171,7 +183,7 @@ async def _killed(cluster: servers.Cluster, redis_url: str) -> tuple[Tally, list
 def test_a_killed_worker_sessions_resume_on_the_other_with_their_history(
     cluster: servers.Cluster, redis_url: str
 ) -> None:
-    tally, killed = asyncio.run(_killed(cluster, redis_url))
+    tally, killed = _in_a_thread(_killed(cluster, redis_url))
     assert killed, "no session on the killed worker"
     assert tally.resumes["lost"] == len(killed), (tally.resumes, killed)
     assert tally.resumes["moved"] == 0, tally.resumes
