@@ -39,7 +39,8 @@ import random
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import msgspec
@@ -396,25 +397,34 @@ async def run_slot(url: str, rng: random.Random, tally: Tally, timing: Timing) -
             return
         session = DropSession(url, rng, tally, timing)
         try:
-            await session.open()
-            for _ in range(rng.randint(*LIFETIME)):
-                if tally.stop():
-                    break
-                await session.cycle()
-        except Hang as error:
-            tally.hangs += 1
-            tally.fail(f"{session.sid}: hang: {error}")
-        except Broken as error:
-            tally.fail(f"{session.sid}: {error}")
-        except (OSError, WebSocketException) as error:
-            tally.unexpected += 1
-            tally.fail(f"{session.sid}: connection failed: {error!r}")
-        except msgspec.DecodeError as error:  # an event not shaped as the contract says
-            tally.unexpected += 1
-            tally.fail(f"{session.sid}: undecodable event: {error}")
+            with faults_counted(session):
+                await session.open()
+                for _ in range(rng.randint(*LIFETIME)):
+                    if tally.stop():
+                        break
+                    await session.cycle()
         finally:
             await session.close()
             tally.fold(session.log)
+
+
+@contextmanager
+def faults_counted(session: DropSession) -> Iterator[None]:
+    """A session's run ended by a fault: counted on its tally and said, not raised."""
+    tally = session.tally
+    try:
+        yield
+    except Hang as error:
+        tally.hangs += 1
+        tally.fail(f"{session.sid}: hang: {error}")
+    except Broken as error:
+        tally.fail(f"{session.sid}: {error}")
+    except (OSError, WebSocketException) as error:
+        tally.unexpected += 1
+        tally.fail(f"{session.sid}: connection failed: {error!r}")
+    except msgspec.DecodeError as error:  # an event not shaped as the contract says
+        tally.unexpected += 1
+        tally.fail(f"{session.sid}: undecodable event: {error}")
 
 
 async def warm_up(url: str, tally: Tally, timing: Timing) -> None:

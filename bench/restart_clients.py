@@ -32,9 +32,8 @@ import random
 import time
 from dataclasses import dataclass
 
-import msgspec
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from bench.drop_checks import Event, Tally
 from bench.drop_clients import (
@@ -45,6 +44,7 @@ from bench.drop_clients import (
     Hang,
     Timing,
     connect_to,
+    faults_counted,
 )
 from bench.load_clients import session_update
 
@@ -210,36 +210,26 @@ async def run_turns(session: RestartSession, phases: Phases) -> None:
     kept = False
     dropped = False
     try:
-        await session.open()
-        await session.send(session_update(tokens, server_vad=False))
-        while not phases.finish.is_set():
-            await session.turn(tokens)
-            # Acked, as a real client does: the journal (and the snapshot) holds one turn.
-            await session.send(
-                {"type": "session.event_ack", "server_event_seq": session.log.last_seq}
-            )
-            if phases.drop.is_set() and not dropped:
-                dropped = True
-                at = time.monotonic()
-                session.cut("idle")
-                await session.resume("dropped", since=at)
-            try:
-                await asyncio.wait_for(phases.finish.wait(), rng.uniform(*THINK_S))
-            except TimeoutError:
-                pass
-        await session.turn(tokens)  # the turn after the restart
-        kept = await session.context_kept()
-    except Hang as error:
-        tally.hangs += 1
-        tally.fail(f"{session.sid}: hang: {error}")
-    except Broken as error:
-        tally.fail(f"{session.sid}: {error}")
-    except (OSError, WebSocketException) as error:
-        tally.unexpected += 1
-        tally.fail(f"{session.sid}: connection failed: {error!r}")
-    except msgspec.DecodeError as error:
-        tally.unexpected += 1
-        tally.fail(f"{session.sid}: undecodable event: {error}")
+        with faults_counted(session):
+            await session.open()
+            await session.send(session_update(tokens, server_vad=False))
+            while not phases.finish.is_set():
+                await session.turn(tokens)
+                # Acked, as a real client does: the journal (and the snapshot) holds one turn.
+                await session.send(
+                    {"type": "session.event_ack", "server_event_seq": session.log.last_seq}
+                )
+                if phases.drop.is_set() and not dropped:
+                    dropped = True
+                    at = time.monotonic()
+                    session.cut("idle")
+                    await session.resume("dropped", since=at)
+                try:
+                    await asyncio.wait_for(phases.finish.wait(), rng.uniform(*THINK_S))
+                except TimeoutError:
+                    pass
+            await session.turn(tokens)  # the turn after the restart
+            kept = await session.context_kept()
     finally:
         if kept:
             tally.kept += 1

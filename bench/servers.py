@@ -68,12 +68,12 @@ def consecutive_free_ports(count: int) -> int:
     """A loopback port P with P..P+count-1 free: nginx on P, the workers right after it."""
     for _ in range(100):
         port = free_port()
-        if port + count <= 65535 and all(_bindable(port + i) for i in range(count)):
+        if port + count <= 65535 and all(bindable(port + i) for i in range(count)):
             return port
     raise RuntimeError(f"no {count} consecutive free ports")
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -80,3 +80,17 @@ def omni_realtime_server(triton_server: TritonServer) -> Iterator[BackgroundServ
     )
     with BackgroundServer(config) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Debian redis-server of the module's own, on loopback (tests/redis_server.py)."""
+    # Imported here: tests/redis_server.py takes `free_port` from this module.
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.kill()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.servers import bindable, consecutive_free_ports
 from orchestrator.supervisor.nginx_conf import (
     Backend,
     find_nginx,
@@ -44,7 +44,7 @@ from orchestrator.supervisor.nginx_conf import (
     render_nginx_conf,
 )
 from orchestrator.triton import TritonServer
-from tests.conftest import REPO_ROOT, free_port
+from tests.conftest import REPO_ROOT
 from tests.e2e.realtime_client import RawSession, raw_session
 from tests.e2e.test_conversation_e2e import _ask_text, _manual
 from tests.e2e.test_reliability_e2e import _closed
@@ -99,25 +99,6 @@ class Cluster:
         raise AssertionError(f"no line matching {pattern!r} within {timeout_s} s:\n{self.log()}")
 
 
-def _consecutive_free_ports(count: int) -> int:
-    """A port P with P..P+count-1 free (nginx on P, the workers right after it)."""
-    for _ in range(100):
-        port = free_port()
-        if port + count <= 65535 and all(_bindable(port + i) for i in range(count)):
-            return port
-    raise AssertionError(f"no {count} consecutive free ports")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -135,7 +116,7 @@ def _gone(pid: int) -> bool:
 def _cluster(triton: TritonServer, *, respawn_s: float = LATE_RESPAWN_S) -> Iterator[Cluster]:
     """By default a killed worker stays down for the test's length (respawned only after
     `LATE_RESPAWN_S`): what is checked is how nginx routes around a dead one."""
-    port = _consecutive_free_ports(3)
+    port = consecutive_free_ports(3)
     command = [sys.executable, "-m", "orchestrator.cli", "serve", "--workers", "2"]
     command += ["--pipeline", "null", "--triton-url", triton.grpc_url, "--port", str(port)]
     command += ["--worker-respawn-s", str(respawn_s)]
@@ -344,4 +325,4 @@ def test_sigterm_drains_the_workers_and_stops_everything(triton_server: TritonSe
         took = time.monotonic() - began
         assert took < DRAIN_S + 10, (took, cluster.log())
         assert all(_gone(pid) for pid in pids), cluster.log()
-        assert all(_bindable(port) for port in ports), cluster.log()
+        assert all(bindable(port) for port in ports), cluster.log()

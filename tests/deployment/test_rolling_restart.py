@@ -40,7 +40,6 @@ from orchestrator.service.store.redis_store import RedisStore
 from orchestrator.session.resume import snapshot as snap
 from orchestrator.triton import TritonServer
 from tests.conftest import REPO_ROOT
-from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.skipif(
     not (REPO_ROOT / "model_repository" / "null").is_dir(), reason="no `null` model"
@@ -51,16 +50,6 @@ pytestmark = pytest.mark.skipif(
 DRAIN_ENV = {"TURNTAKER_DRAIN_TIMEOUT_S": "3", "TURNTAKER_DRAIN_ANSWER_S": "1"}
 SESSIONS = 4
 TOKENS = 4
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.kill()
 
 
 @pytest.fixture(scope="module")

@@ -30,16 +30,6 @@ from tests.e2e.test_resume_e2e import _drop, _resume
 from tests.redis_server import RedisServer
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.kill()
-
-
 def _server(
     triton: TritonServer, redis_url: str, route: str, drain_timeout_s: float = 1.0
 ) -> BackgroundServer:
