@@ -32,6 +32,7 @@ from orchestrator.service.store.base import SessionStore, StoreUnavailable
 from orchestrator.service.store.factory import open_store
 from orchestrator.service.store.writer import SnapshotWriter, WriteReport, WriteResult
 from orchestrator.service.ws_transport import install_transport_limit, transport_max_message_bytes
+from orchestrator.session.echo.double_talk import compile_now
 from orchestrator.triton.launcher import TritonConfig, TritonServer
 from turntaker_models.settings import default_cache_dir
 
@@ -244,6 +245,9 @@ async def _serve(
             )
             nursery.start_soon(batcher.run)
             vad = batcher
+        # The echo path's compiled part, compiled (or loaded from numba's cache) on a thread
+        # now, not by the first session that turns echo cancellation on (double_talk rule 6).
+        nursery.start_soon(partial(trio.to_thread.run_sync, compile_now))
         reports = _SnapshotReports(metrics)
         snapshots = SnapshotWriter(store, ttl_s=config.snapshot_ttl_s, on_report=reports)
         nursery.start_soon(snapshots.run)

@@ -83,7 +83,7 @@ def test_rule4_bounded() -> None:
     far = speechlike(8.0, 0)
     double_talk = DoubleTalk()
     feed(double_talk, room(far, 100, 0.5), far)
-    assert len(double_talk._frames) == FRAMES
+    assert double_talk.frames_held == FRAMES
     assert double_talk.excess_db(0, 32) is None, "the oldest frames are forgotten"
 
 
