@@ -51,20 +51,21 @@ Rules:
 11. Rules 8 and 10 measure the input only while the echo may still be heard (the reference
    played within `LINGER_MS`, more than rule 7's tail and rule 10's window): the rest of a
    conversation (the user speaking, silence) costs the canceller alone.
-12. An append's DSP (the canceller or the suppressor: AEC3 is most of the echo path's CPU;
-   and rules 8 and 10's measures of it, the levels and the double-talk filter) is split
-   from its bookkeeping, so the I/O layer can run it off its event loop while the rules
-   above run on it: `prepare(raw)` does the bookkeeping (rules 3-5: the odd byte, the
-   reference's samples for this append; rule 11: whether to measure) and returns the
-   `InputDsp`, whose `run()` touches the session's processors and measures and nothing
-   else (nothing reads the measures until the append is handled); `clean` of the same bytes
-   then takes its output. Between the two nothing else may be handled (the caller runs
-   them back to back; anything else is a bug, refused). `clean` alone does all three at
-   once. Measured (bench.load --echo on, two cores): the whole step on a worker thread made
-   every append's Python wait for the GIL behind the event loop, and real time ended at 20
-   sessions; the step inline, 30; AEC3 alone on the thread, the core's Python inline, more
-   (docs/benchmarks.md, "Echo: what was measured and changed"). The double-talk filter is
-   compiled and releases the GIL (echo/double_talk.py rule 6), so it went to the thread too.
+12. An append's DSP (the canceller or the suppressor: AEC3 is most of the echo path's CPU)
+   is split from its bookkeeping, so the I/O layer can run it off its event loop while the
+   rules above run on it: `prepare(raw)` does the bookkeeping (rules 3-5: the odd byte, the
+   reference's samples for this append) and returns the `InputDsp`, whose `run()` touches
+   the session's processors and nothing else; `clean` of the same bytes then takes its
+   output. Between the two nothing else may be handled (the caller runs them back to back;
+   anything else is a bug, refused). `clean` alone does all three at once. Measured
+   (bench.load --echo on, two cores): the whole step on a worker thread made every append's
+   Python wait for the GIL behind the event loop, and real time ended at 20 sessions; the
+   step inline, 30; AEC3 alone on the thread, the core's Python inline, more (docs/
+   benchmarks.md, "Echo: what was measured and changed"). Each hand-over of the GIL costs
+   the thread up to a switch interval while the loop is busy (an append's AEC3 alone: 1.1
+   ms on an idle interpreter, 9.6 ms beside a busy thread), so rules 8 and 10's measures,
+   which need the GIL, stay in the step: rule 10's filter is compiled (echo/double_talk.py
+   rule 6) and costs the loop about 1 us a frame.
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
@@ -156,16 +157,7 @@ class InputDsp:
     """Rule 12: one append's DSP, to run once, on any one thread, before its append is
     handled."""
 
-    __slots__ = (
-        "_canceller",
-        "_measures",
-        "_suppressor",
-        "cleaned",
-        "far",
-        "near",
-        "raw",
-        "start",
-    )
+    __slots__ = ("_canceller", "_suppressor", "cleaned", "far", "near", "raw", "start")
 
     def __init__(
         self,
@@ -175,11 +167,9 @@ class InputDsp:
         start: int,
         canceller: Canceller | None,
         suppressor: Suppressor | None,
-        measures: tuple[InputLevels, DoubleTalk] | None = None,
     ) -> None:
         self.raw, self.near, self.far, self.start = raw, near, far, start
         self._canceller, self._suppressor = canceller, suppressor
-        self._measures = measures  # rule 11: None while the echo cannot be heard
         self.cleaned: Pcm | None = None
 
     def run(self) -> None:
@@ -189,10 +179,6 @@ class InputDsp:
             self.cleaned = self.near
         elif self._canceller is not None and self.far is not None:
             self.cleaned = self._canceller.process(self.near, self.far)
-            if self._measures is not None:  # rules 8 and 10
-                levels, double_talk = self._measures
-                levels.add(self.start, self.near, self.cleaned)
-                double_talk.add(self.start, self.near, self.far)
         elif self._suppressor is not None:
             self.cleaned = self._suppressor.process(self.near)
         else:
@@ -290,6 +276,11 @@ class InputProcessing:
         job.run()
         assert job.cleaned is not None
         if job.near.size and job.far is not None and self._far is not None:
+            end = self._far.position * 1000 // RATE
+            since = self._since_played(end)
+            if since is not None and since <= LINGER_MS:  # rule 11
+                self._levels.add(job.start, job.near, job.cleaned)
+                self._double_talk.add(job.start, job.near, job.far)
             self._clock.heard(self._far.position, now_ms)
         return job.cleaned.astype("<i2").tobytes()
 
@@ -301,17 +292,13 @@ class InputProcessing:
         near: Pcm = np.frombuffer(data[:whole], dtype="<i2").astype(np.int16)
         far: Pcm | None = None
         start = 0
-        measures = None
         if near.size and self._canceller is not None and self._far is not None:
             start = self._far.position
             far = self._far.take(near.size)
             end = self._far.position * 1000 // RATE
             if int(np.abs(far).max()) > AUDIBLE:
                 self._played_at.append((end - near.size * 1000 // RATE, end))
-            since = self._since_played(end)
-            if since is not None and since <= LINGER_MS:  # rule 11
-                measures = (self._levels, self._double_talk)
-        return InputDsp(raw, near, far, start, self._canceller, self._suppressor, measures)
+        return InputDsp(raw, near, far, start, self._canceller, self._suppressor)
 
     def heard(self, events: Iterable[se.ServerEvent], now_ms: int) -> None:
         """Rule 3: what the client was told, in order, sent at the caller's `now_ms`."""

@@ -21,6 +21,13 @@ from orchestrator.session.echo.processors import Processors
 from orchestrator.session.echo.webrtc import WebRtcProcessors
 
 Audio = npt.NDArray[np.float32]
+# An append's DSP (AEC3: about 1 ms of CPU per 100 ms append, without the GIL) waits for the
+# GIL twice, before and after, and while the event loop is busy each wait lasts up to a switch
+# interval (5 ms): 1.1 ms a job alone, 9.6 ms beside a busy thread. With one thread per core
+# the threads spent most of their time waiting, and appends queued behind them while the loop
+# itself had time (bench.load --echo on, two cores: 2 threads, real time up to 25 sessions,
+# backlog p99 13.9 chunks at 30 with loop lag p99 9 ms; 8 threads, 30 real time).
+DSP_THREADS_PER_CORE = 4
 # Charged with each append's decoded audio bytes; False: over the key's rate, drop the append.
 AppendBudget = Callable[[int], bool]
 
@@ -61,10 +68,10 @@ class SessionServices:
     # Echo cancellation and noise reduction (the core's `CoreConfig.processors`): WebRTC's,
     # built when a session first asks for either.
     processors: Callable[[], Processors] = WebRtcProcessors
-    # The threads their steps run on (actor.py), one pool for all sessions: the DSP is CPU
-    # work that releases the GIL, so up to one thread per core runs at once.
+    # The threads their steps run on (actor.py), one pool for all sessions: `DSP_THREADS_PER_CORE`
+    # per core.
     dsp_limiter: trio.CapacityLimiter = field(
-        default_factory=lambda: trio.CapacityLimiter(os.cpu_count() or 1)
+        default_factory=lambda: trio.CapacityLimiter(DSP_THREADS_PER_CORE * (os.cpu_count() or 1))
     )
     # The session store and its writer (orchestrator/service/store/): each session's snapshots
     # (checkpoints.py). None: sessions keep no snapshot (tests of the actor alone).

@@ -51,12 +51,12 @@ Rules:
    false barge-ins 0/1/1/1/2, 0/2/1/1/2, 0/5/1/1/2; with the bound in every room, its gain
    capped at -15 dB, 0/1/0/1/2 but 7 of 174 missed 0.5 s in).
 6. Rules 2 and 5 run frame by frame (NLMS is sequential: each frame's prediction is the
-   filter learnt up to it), compiled (numba, `_frames`), with the GIL released: in Python
-   and numpy, a frame's few dozen small array operations cost 30-60 us, 3-6 ms of the event
-   loop's time per second of each session's input (bench.load --echo on); compiled, about
-   1 us. So `add` may run on a DSP thread beside the canceller (core_echo.py rule 12). The
-   first call compiles it (about a second, cached on disk after); `compile_now` does it
-   ahead, at a server's start.
+   filter learnt up to it), compiled (numba, `_frames`): in Python and numpy a frame's few
+   dozen small array operations cost 30-60 us, 3-6 ms of the event loop per second of each
+   session's input with echo on; compiled, about 1 us, so it stays on the loop (core_echo
+   rule 12 says why not on the DSP thread) and keeps the GIL (releasing it for a microsecond
+   would cost the loop a wait for it back). The first call compiles it (about a second,
+   cached on disk after); `compile_now` does it ahead, at a server's start.
 Pure: arrays in, numbers out; no clock.
 """
 
@@ -101,7 +101,7 @@ def _band_powers(frames: Powers) -> Powers:
     return np.ascontiguousarray(spectrum @ _MASKS.T, np.float64)
 
 
-@njit(cache=True, nogil=True)  # type: ignore[untyped-decorator]
+@njit(cache=True)  # type: ignore[untyped-decorator]
 def _frames(
     mic: Powers,
     ref: Powers,

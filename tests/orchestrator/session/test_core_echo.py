@@ -440,22 +440,3 @@ def test_rule12_nothing_is_handled_between_an_append_s_dsp_and_its_append() -> N
     with pytest.raises(RuntimeError, match="prepared"):
         driver.handle(ce.InputAudioBufferAppend(audio=pcm([4])))
     assert driver.core.prepare_input(ce.InputAudioBufferCommit()) is None
-
-
-def test_rule12_the_echo_s_measures_run_with_the_dsp_not_in_the_step() -> None:
-    # Rule 12: rules 8 and 10's measures (the levels, the double-talk filter) are taken by the
-    # prepared DSP's run(), on the I/O layer's worker thread, not by the step on its loop.
-    driver = CoreDriver(SessionCore("s", CoreConfig(processors=Unlearnt)))
-    update(driver, echo_cancellation=EchoCancellation())
-    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
-    driver.handle(BackendAudio(start.response_id, start.seq, voice(hz=250.0) * 10))
-    double_talk = driver.core._processing._double_talk
-    append = ce.InputAudioBufferAppend(audio=voice(hz=250.0, amplitude=3000))
-    dsp = driver.core.prepare_input(append)
-    assert dsp is not None
-    assert not double_talk.frames_held, "measured in the bookkeeping, on the loop"
-    dsp.run()
-    held = double_talk.frames_held
-    assert held, "the answer plays: its echo is measured with the DSP"
-    driver.handle(append)
-    assert double_talk.frames_held == held, "measured again in the step, on the loop"
