@@ -181,6 +181,11 @@ class DoubleTalk:
         self._held = np.full(FRAMES, -1, np.int64)
 
     @property
+    def trained(self) -> bool:
+        """Rule 2: every band has heard `TRAINED` frames of echo."""
+        return bool((self._learnt >= TRAINED).all())
+
+    @property
     def frames_held(self) -> int:
         """Rule 4: how many frames' powers are kept."""
         return int(np.count_nonzero(self._held >= 0))

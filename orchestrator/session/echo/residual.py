@@ -97,9 +97,9 @@ class EchoLevel:
             return None
         return _percentile(sorted(self._history), PERCENTILE)
 
-    def loud_enough(self, cleaned_db: float) -> bool:
+    def loud_enough(self, cleaned_db: float, margin_db: float = MARGIN_DB) -> bool:
         level = self.level_db
-        return level is None or cleaned_db >= level - MARGIN_DB
+        return level is None or cleaned_db >= level - margin_db
 
 
 def _percentile(ordered: list[float], percent: float) -> float:

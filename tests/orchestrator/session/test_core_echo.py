@@ -440,3 +440,72 @@ def test_rule12_nothing_is_handled_between_an_append_s_dsp_and_its_append() -> N
     with pytest.raises(RuntimeError, match="prepared"):
         driver.handle(ce.InputAudioBufferAppend(audio=pcm([4])))
     assert driver.core.prepare_input(ce.InputAudioBufferCommit()) is None
+
+
+def tones(*parts: tuple[float, int]) -> np.ndarray:
+    """One 32 ms append of tones (hz, amplitude), whole cycles each."""
+    t = np.arange(24 * 32) / 24000
+    return sum(a * np.sin(2 * np.pi * hz * t) for hz, a in parts)  # type: ignore[return-value]
+
+
+def pcm16(samples: np.ndarray) -> bytes:
+    return np.clip(np.round(samples), -32768, 32767).astype("<i2").tobytes()
+
+
+# An answer with a tone in each of rule 10's bands (a weak one from 3.2 to 6.4 kHz), as the
+# room returns it (-6 dB).
+ECHO = tones((250, 3000), (625, 2000), (1250, 2000), (2500, 1500), (5000, 200), (8000, 500))
+
+
+@dataclass
+class _Removing:
+    """A canceller that has learnt the room: the echo (ECHO, in step with each append) out."""
+
+    noise_reduction: NoiseReductionType | None = None
+
+    def process(self, near: Pcm, far: Pcm) -> Pcm:
+        return np.clip(near.astype(np.float64) - ECHO, -32768, 32767).astype(np.int16)
+
+
+@dataclass
+class _Learnt:
+    def canceller(self, rate: int, noise_reduction: NoiseReductionType | None) -> Canceller:
+        return _Removing()
+
+    def suppressor(self, rate: int, kind: NoiseReductionType) -> Suppressor:
+        return Halving()
+
+
+def _trained_on_the_echo() -> CoreDriver:
+    """Rule 10's filter trained on every band: the answer plays, its echo arrives after the
+    room's delay (silence first, the microphone's floor), then a second of echo alone."""
+    driver = CoreDriver(SessionCore("s", CoreConfig(processors=_Learnt)))
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    driver.handle(BackendAudio(start.response_id, start.seq, pcm16(2 * ECHO) * 150))  # 4.8 s
+    driver.speak(64, 0.0, value=0)
+    assert not _speech_started(driver.speak(1024, 0.1, append=pcm16(ECHO)))
+    assert driver.core._processing._double_talk.trained
+    return driver
+
+
+def test_rule7_once_rule10_hears_more_than_the_echo_the_session_threshold_counts() -> None:
+    """A user's onset over the echo scores 0.7 (silero takes a chunk or two more to reach
+    0.85): with a band far over the echo the reference predicts, it starts the turn; the
+    echo itself at 0.7 does not."""
+    driver = _trained_on_the_echo()
+    assert not _speech_started(driver.speak(96, 0.7, append=pcm16(ECHO))), "the echo at 0.7"
+    user = pcm16(ECHO + tones((1000, 6000)))  # 10 dB over the echo from 0.8 to 1.6 kHz
+    assert _speech_started(driver.speak(128, 0.7, append=user)), "a user's onset at 0.7"
+
+
+def test_rule8_where_rule10_hears_clearly_more_than_the_echo_the_margin_is_wide() -> None:
+    """A user 8 dB under the echo's level, the canceller taking nothing of them: rule 8's
+    6 dB margin would hold them back, but rule 10 hears their band 19 dB over the echo
+    there (every band trained), so the margin is 12 dB; the same user with no band clearly
+    over the echo (3 dB) is held back."""
+    driver = _trained_on_the_echo()
+    faint = pcm16(ECHO + tones((4000, 250)))  # 3.2-6.4 kHz: 3 dB over the 200 there
+    assert not _speech_started(driver.speak(96, 0.97, append=faint)), "rule 8's margin"
+    user = pcm16(ECHO + tones((4000, 1800)))  # -7.8 dB against the echo's level; 19 dB there
+    assert _speech_started(driver.speak(96, 0.97, append=user)), "a user clearly over the echo"
