@@ -509,3 +509,15 @@ def test_rule8_where_rule10_hears_clearly_more_than_the_echo_the_margin_is_wide(
     assert not _speech_started(driver.speak(96, 0.97, append=faint)), "rule 8's margin"
     user = pcm16(ECHO + tones((4000, 1800)))  # -7.8 dB against the echo's level; 19 dB there
     assert _speech_started(driver.speak(96, 0.97, append=user)), "a user clearly over the echo"
+
+
+def test_rule13_speech_sure_for_a_quarter_second_counts_over_the_echo() -> None:
+    """A user the echo's prediction explains and the canceller takes (rules 8 and 10 hold
+    them back) still counts once silero is sure of speech for `SURE_CHUNKS` chunks in a row;
+    fewer, or one chunk less sure between them, does not."""
+    driver = _trained_on_the_echo()
+    echo = pcm16(ECHO)
+    assert not _speech_started(driver.speak(224, 0.995, append=echo)), "7 chunks sure"
+    assert not _speech_started(driver.speak(32, 0.9, append=echo)), "one less sure"
+    assert not _speech_started(driver.speak(224, 0.995, append=echo)), "7 chunks again"
+    assert _speech_started(driver.speak(64, 0.995, append=echo)), "8 chunks in a row"
