@@ -26,6 +26,10 @@ Rules:
    through the loudspeaker-microphone distances `DISTANCES_M` (bench/rooms.py), with a seed
    per item; offsets cycling through `OFFSETS_S` (0.5 s first: no blind window at the start of
    an answer). Deterministic: the same `Plan` gives the same items and samples.
+5. The echo-free items (a headset, the latency target's reference) are the items over echo's
+   own user sounds at their own offsets: item i without a room is cell i's speech, for the
+   first `PAIRED` cells at most (rule 4's cycles repeat every 48 cells: every pair once), so
+   the echo-free median is of the same speech as the median over echo.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ USER_VOICES = ("kal16", "awb", "rms")
 LEVELS_DB = (-20.0, -10.0, -6.0, -3.0, 0.0)
 DELAYS_MS = (40.0, 120.0, 250.0, 400.0)
 RT60S = (0.2, 0.4, 0.6)
+PAIRED = 48  # rule 5: 2 sources x 24 synthetic (phrase, voice) or 12 human, x 3 offsets
 DISTANCES_M = (0.1, 0.5, 1.5)
 OFFSETS_S = (0.5, 1.5, 3.0)
 JITTER_MS = 40.0
@@ -122,7 +127,8 @@ class Plan:
     delays_ms: tuple[float, ...] = DELAYS_MS
     kinds: tuple[Kind, ...] = KINDS
     seeds: int = 1
-    echo_free: int = 6  # interruptions (and as many backchannels / 2) with no echo, per voice
+    # Interruptions (and half as many backchannels) with no echo, per voice; None: rule 5's.
+    echo_free: int | None = None
     jitter_ms: float = JITTER_MS
     human: bool = True  # where bench/human_speech.py and its packages are there
     seed: int = 26
@@ -179,11 +185,13 @@ def build(plan: Plan, rate: int = RATE) -> tuple[EchoItem, ...]:
                 offset = OFFSETS_S[c % len(OFFSETS_S)] if kind != "echo" else 0.0
                 user = _user(kind, c, plan.human, rate)
                 items.append(EchoItem(voice, kind, room, plan.jitter_ms, offset, user))
+        grid = len(plan.levels_db) * len(plan.delays_ms) * plan.seeds
+        paired = min(PAIRED, grid) if plan.echo_free is None else plan.echo_free  # rule 5
         free: list[tuple[Kind, int]] = []
         if "interruption" in plan.kinds:
-            free += [("interruption", i) for i in range(plan.echo_free)]
+            free += [("interruption", i) for i in range(paired)]
         if "backchannel" in plan.kinds:
-            free += [("backchannel", i) for i in range(plan.echo_free // 2)]
+            free += [("backchannel", i) for i in range(paired // 2)]
         for kind, i in free:
             offset = OFFSETS_S[i % len(OFFSETS_S)]
             items.append(EchoItem(voice, kind, None, 0.0, offset, _user(kind, i, plan.human, rate)))

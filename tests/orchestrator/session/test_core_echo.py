@@ -215,6 +215,37 @@ def test_with_webrtc_the_echo_of_the_answer_leaves_the_input_and_the_user_stays(
     assert kept >= -6, f"the user's speech over the echo lost {-kept:.1f} dB"
 
 
+def test_rule14_with_a_headset_the_user_s_voice_over_the_answer_is_kept() -> None:
+    """The real DSP, no echo at all (a headset: its own noise, -54 dBFS), a user who speaks
+    softer than the answer plays (18 dB: the microphone's level and the playback's are
+    unrelated): handed the answer as its reference, AEC3 takes 10-24 dB off the user as if
+    they were its echo; once a block of the answer has shown that nothing comes back, it is
+    handed silence."""
+    from bench.speech import flite
+
+    driver = CoreDriver(SessionCore("s"))
+    update(driver, echo_cancellation=EchoCancellation(), turn_detection=None)
+    answer = flite(
+        "The weather in Paris tomorrow will be sunny with a light breeze, and warmer in the "
+        "afternoon than it was today."
+    )
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    pcm16 = (np.clip(answer, -1, 1) * 32767).astype("<i2")
+    driver.handle(BackendAudio(start.response_id, start.seq, pcm16.tobytes()))
+    mic = np.random.default_rng(2).standard_normal(answer.size) * 0.002
+    spoken = flite("Wait, stop, I have a question.", voice="kal16") * 0.5
+    at = 2 * 24000
+    assert at + spoken.size < answer.size, "the user speaks while the answer plays"
+    mic[at : at + spoken.size] += spoken
+    for i in range(0, mic.size - 480, 480):
+        chunk = (np.clip(mic[i : i + 480], -1, 1) * 32767).astype("<i2")
+        driver.handle(ce.InputAudioBufferAppend(audio=chunk.tobytes()))
+    heard = np.frombuffer(appended(driver), "<i2").astype(np.float32) / 32768
+    heard = heard[240:]  # one 10 ms frame late (echo/canceller.py rule 3)
+    kept = _db(heard[at : at + spoken.size]) - _db(spoken)
+    assert kept >= -3, f"the user's speech with no echo to take lost {-kept:.1f} dB"
+
+
 def _speech_started(step: object) -> bool:
     return any(isinstance(e, se.InputAudioBufferSpeechStarted) for e in step.events)  # type: ignore[attr-defined]
 
