@@ -24,6 +24,7 @@ from orchestrator.protocol.session_config import (
 from orchestrator.protocol.session_config import SessionPatch as Patch
 from orchestrator.session.actions import StartBackend
 from orchestrator.session.core import CoreConfig, SessionCore, Step
+from orchestrator.session.core_echo import SURE_CHUNKS
 from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
 from orchestrator.session.inputs import BackendAudio
 from tests.orchestrator.session.core_driver import CoreDriver, of, types
@@ -548,7 +549,8 @@ def test_rule13_speech_sure_for_a_quarter_second_counts_over_the_echo() -> None:
     fewer, or one chunk less sure between them, does not."""
     driver = _trained_on_the_echo()
     echo = pcm16(ECHO)
-    assert not _speech_started(driver.speak(224, 0.995, append=echo)), "7 chunks sure"
+    almost = (SURE_CHUNKS - 1) * 32
+    assert not _speech_started(driver.speak(almost, 0.995, append=echo)), "one chunk short"
     assert not _speech_started(driver.speak(32, 0.9, append=echo)), "one less sure"
-    assert not _speech_started(driver.speak(224, 0.995, append=echo)), "7 chunks again"
-    assert _speech_started(driver.speak(64, 0.995, append=echo)), "8 chunks in a row"
+    assert not _speech_started(driver.speak(almost, 0.995, append=echo)), "one short again"
+    assert _speech_started(driver.speak(64, 0.995, append=echo)), "all in a row"
