@@ -11,10 +11,10 @@ can take seconds and, in a far, reverberant room, leaves a residual that silero 
 speech (bench/echo_offline.py: that residual is most of the false barge-ins left).
 
 Rules:
-1. Per 10 ms frame of the input clock (frames at multiples of `FRAME` samples, an append's
-   partial frame carried to the next) the microphone's and the reference's power in each of
-   `BANDS` (Hz). The reference is the one the canceller is handed (far_end.py), so frame n
-   of both is the same instant on the input clock.
+1. Per 10 ms frame of the input clock (echo/frames.py: at multiples of `FRAME` samples, an
+   append's partial frame carried to the next) the microphone's and the reference's power in
+   each of `BANDS` (Hz). The reference is the one the canceller is handed (far_end.py), so
+   frame n of both is the same instant on the input clock.
 2. The predicted echo in band b at frame n is sum over k < `TAPS` of h[b, k] R[b, n - k]:
    frames up to 640 ms back, which holds the client's playout and capture delay (the bench's
    rooms: 40-400 ms, plus jitter) and the early reverberation. h starts at `PRIOR` (an echo
@@ -66,6 +66,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from orchestrator.session.echo.frames import FRAME, Frames
 from orchestrator.session.echo.processors import Pcm
 
 __all__ = ["DoubleTalk"]
@@ -73,7 +74,6 @@ __all__ = ["DoubleTalk"]
 Powers = npt.NDArray[np.float64]
 
 RATE = 24000
-FRAME = RATE // 100  # 10 ms
 BANDS = ((100, 400), (400, 800), (800, 1600), (1600, 3200), (3200, 6400), (6400, 11000))
 TAPS = 64  # rule 2: 640 ms
 PRIOR = 1.0 / TAPS
@@ -170,10 +170,7 @@ class DoubleTalk:
         self._floor = np.full(bands, np.inf)  # the microphone's noise floor per band
         # Rule 5: the most each band's microphone held over its loudest reference while training.
         self._gain = np.zeros(bands)
-        self._near_part = np.zeros(0)
-        self._far_part = np.zeros(0)
-        self._next = 0  # the frame the carried part belongs to
-        self._expected = 0  # the input sample the next `add` should start at
+        self._frames = Frames()  # rule 1
         # Rules 3-4: frame i's microphone and predicted echo in row i % FRAMES, and the frame
         # each row holds (-1: none yet).
         self._mic = np.zeros((FRAMES, bands))
@@ -193,31 +190,23 @@ class DoubleTalk:
     def add(self, start: int, near: Pcm, far: Pcm) -> None:
         """`near` (the microphone) and `far` (its reference), the same length, began at input
         sample `start` (rule 1)."""
-        if not self._near_part.size or start != self._expected:
-            # The first audio, or the first after a gap the caller skipped (core_echo rule 11).
-            self._next = start // FRAME
-            lead = np.zeros(start - self._next * FRAME)
-            self._near_part, self._far_part = lead, lead
-        self._expected = start + near.size
-        near_all = np.concatenate([self._near_part, near.astype(np.float64) / 32768])
-        far_all = np.concatenate([self._far_part, far.astype(np.float64) / 32768])
-        whole = near_all.size // FRAME
-        self._near_part = near_all[whole * FRAME :]
-        self._far_part = far_all[whole * FRAME :]
+        framed = self._frames.add(start, near, far)
+        whole = framed.near.shape[0]
         for first in range(0, whole, FRAMES):  # at most FRAMES at once: the ring's rows
             count = min(FRAMES, whole - first)
-            at, end = first * FRAME, (first + count) * FRAME
             # Both sides in one transform: rows [0, count) the microphone's, then the reference's.
-            both = np.concatenate([near_all[at:end], far_all[at:end]]).reshape(2 * count, FRAME)
+            both = np.concatenate(
+                [framed.near[first : first + count], framed.far[first : first + count]]
+            )
             powers = _band_powers(both)
             mic, ref = powers[:count], powers[count:]
             predicted = np.empty_like(mic)
             _frames(mic, ref, self._h, self._far, self._learnt, self._floor, self._gain, predicted)
-            rows = np.arange(self._next, self._next + count) % FRAMES
-            self._held[rows] = np.arange(self._next, self._next + count)
+            at = framed.first + first
+            rows = np.arange(at, at + count) % FRAMES
+            self._held[rows] = np.arange(at, at + count)
             self._mic[rows] = mic
             self._predicted[rows] = predicted
-            self._next += count
 
     def excess_db(self, start_ms: int, end_ms: int) -> float | None:
         """Rule 3."""

@@ -10,8 +10,8 @@ passes. Handed silence as its reference instead, the canceller passes the user u
 from the first chunk (core_echo.py rule 14).
 
 Rules:
-1. Per 10 ms frame of the input clock (frames at multiples of `FRAME` samples, an append's
-   partial frame carried to the next), the microphone's power and the reference's.
+1. Per 10 ms frame of the input clock (echo/frames.py), the microphone's power and the
+   reference's.
 2. Frames go in blocks of `BLOCK` contiguous frames (1 s); a gap in the input (core_echo
    rule 11 measures only while the answer may be heard) starts a new block. Every echo of
    a block's first `BLOCK - WINDOW` frames of reference has arrived within the block
@@ -37,12 +37,11 @@ from collections import deque
 
 import numpy as np
 
+from orchestrator.session.echo.frames import Frames
 from orchestrator.session.echo.processors import Pcm
 
 __all__ = ["NoEcho"]
 
-RATE = 24000
-FRAME = RATE // 100  # 10 ms
 BLOCK = 100  # rule 2: 1 s
 WINDOW = 64  # rule 2: 640 ms (double_talk.TAPS)
 SOUND = 10 ** (-50 / 10)  # rule 3: a frame's reference at -50 dBFS or louder
@@ -53,12 +52,10 @@ RECENT = 2  # rule 4
 
 class NoEcho:
     def __init__(self) -> None:
-        self._near_part = np.zeros(0)
-        self._far_part = np.zeros(0)
-        self._expected: int | None = None  # the input sample the next `add` should start at
+        self._frames = Frames()  # rule 1
         # Rule 2: the block being summed: its frames so far, the microphone's power, the power
         # of the reference's first BLOCK - WINDOW frames and how many of those had sound.
-        self._frames = 0
+        self._count = 0
         self._heard = 0.0
         self._played = 0.0
         self._sounding = 0
@@ -72,32 +69,23 @@ class NoEcho:
     def add(self, start: int, near: Pcm, far: Pcm) -> None:
         """`near` (the microphone) and `far` (its reference), the same length, began at input
         sample `start` (rule 1)."""
-        if start != self._expected:  # rule 2: a gap (or the first audio) starts a new block
-            self._frames, self._heard, self._played, self._sounding = 0, 0.0, 0.0, 0
-            lead = np.zeros(start % FRAME)
-            self._near_part, self._far_part = lead, lead
-        self._expected = start + near.size
-        near_all = np.concatenate([self._near_part, near.astype(np.float64) / 32768])
-        far_all = np.concatenate([self._far_part, far.astype(np.float64) / 32768])
-        whole = near_all.size // FRAME
-        self._near_part = near_all[whole * FRAME :]
-        self._far_part = far_all[whole * FRAME :]
-        if not whole:
-            return
-        heard = np.mean(near_all[: whole * FRAME].reshape(whole, FRAME) ** 2, axis=1)
-        played = np.mean(far_all[: whole * FRAME].reshape(whole, FRAME) ** 2, axis=1)
+        framed = self._frames.add(start, near, far)
+        if framed.restarted:  # rule 2: a gap (or the first audio) starts a new block
+            self._count, self._heard, self._played, self._sounding = 0, 0.0, 0.0, 0
+        heard = np.mean(framed.near**2, axis=1)
+        played = np.mean(framed.far**2, axis=1)
         for mic, ref in zip(heard.tolist(), played.tolist(), strict=True):
             self._frame(mic, ref)
 
     def _frame(self, mic: float, ref: float) -> None:
         """Rules 2-4 for one frame."""
-        if self._frames < BLOCK - WINDOW:
+        if self._count < BLOCK - WINDOW:
             self._played += ref
             self._sounding += ref >= SOUND
         self._heard += mic
-        self._frames += 1
-        if self._frames < BLOCK:
+        self._count += 1
+        if self._count < BLOCK:
             return
         if self._sounding >= EVIDENCE:  # rule 3
             self._bounds.append(10 * np.log10((self._heard + 1e-20) / self._played))
-        self._frames, self._heard, self._played, self._sounding = 0, 0.0, 0.0, 0
+        self._count, self._heard, self._played, self._sounding = 0, 0.0, 0.0, 0

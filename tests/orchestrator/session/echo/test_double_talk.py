@@ -3,9 +3,12 @@ predicts there, learnt per session."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from orchestrator.session.echo.double_talk import FRAMES, DoubleTalk
+from orchestrator.session.echo.processors import Pcm
 
 RATE = 24000
 APPEND = 480  # 20 ms
@@ -29,7 +32,13 @@ def room(reference: np.ndarray, delay_ms: int, gain: float) -> np.ndarray:
     return np.convolve(delayed, taps)[: reference.size]
 
 
-def feed(double_talk: DoubleTalk, near: np.ndarray, far: np.ndarray, start: int = 0) -> None:
+class Measure(Protocol):
+    """What takes an input and its reference append by append (double_talk, no_echo)."""
+
+    def add(self, start: int, near: Pcm, far: Pcm) -> None: ...
+
+
+def feed(double_talk: Measure, near: np.ndarray, far: np.ndarray, start: int = 0) -> None:
     for at in range(0, near.size - APPEND + 1, APPEND):
         double_talk.add(
             start + at,

@@ -5,18 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from orchestrator.session.echo.no_echo import BLOCK, RECENT, NoEcho
-from tests.orchestrator.session.echo.test_double_talk import APPEND, room, speechlike
+from tests.orchestrator.session.echo.test_double_talk import feed, room, speechlike
 
 RATE = 24000
-
-
-def feed(no_echo: NoEcho, near: np.ndarray, far: np.ndarray, start: int = 0) -> None:
-    for at in range(0, near.size - APPEND + 1, APPEND):
-        no_echo.add(
-            start + at,
-            np.clip(near[at : at + APPEND], -32768, 32767).astype(np.int16),
-            far[at : at + APPEND].astype(np.int16),
-        )
 
 
 def noise(seconds: float, seed: int = 2) -> np.ndarray:
