@@ -164,6 +164,39 @@ test("an answer that starves (its audio ran out before its end) shows the gap; s
   assert.equal(model.items.find((i) => i.start === 3450).kind, "overlap");
 });
 
+// Reports as the worklet makes them: the context frame (a sample at RATE) of frame 0 is page
+// time 1000, and a report is made every 50 ms (1200 frames).
+const frameAt = (t) => (t - 1000) * RATE / 1000;
+
+test("rule 6: a report the page took late is drawn where the worklet made it", () => {
+  const s = setup();
+  const { model, to } = s;
+  to(3050);
+  model.worklet({ type: "stats", rid: "r1", played: 1200, frame: frameAt(3050) });
+  to(3100);
+  model.worklet({ type: "stats", rid: "r1", played: 2400, frame: frameAt(3100) });
+  to(3400); // the page was busy: the next two come 250 ms late
+  model.worklet({ type: "stats", rid: "r1", played: 3600, frame: frameAt(3150) });
+  model.worklet({ type: "cleared", rid: "r1", played: 4000, frame: frameAt(3167) });
+  const assistant = model.items.filter((i) => i.lane === "assistant").map((i) => [i.kind, i.start, Math.round(i.end)]);
+  assert.deepEqual(assistant, [["audio", 3000, 3167], ["cut", 3167, 3167]]);
+});
+
+test("rule 6: an answer that ran dry between two reports is drawn as long as it was heard", () => {
+  const s = setup();
+  const { model, to } = s;
+  let played = 0;
+  for (let t = 3050; t <= 3500; t += 50) {
+    to(t);
+    played += t === 3200 ? 480 : 1200; // 20 of the 50 ms between 3150 and 3200 were heard
+    model.worklet({ type: "stats", rid: "r1", played, frame: frameAt(t) });
+  }
+  const audio = model.items.filter((i) => i.kind === "audio").map((i) => [i.start, i.end]);
+  assert.deepEqual(audio, [[3000, 3170], [3200, null]]);
+  const heard = 170 + (model.now() - 3200);
+  assert.equal(heard, played * 1000 / RATE);
+});
+
 test("speech with no answer playing is a turn, not an overlap; a new session restarts the input clock", () => {
   const s = setup();
   const { model, to } = s;

@@ -27,8 +27,39 @@
 // 5. Bounded: what ended more than HISTORY_MS ago goes, and at most MAX_ITEMS are kept (the
 //    oldest go first); of the responses and of which response each assistant item belongs to,
 //    the RECENT_RESPONSES newest (a truncate names one of the last few).
+// 6. The worklet's reports are dated by the audio clock, not by when the page took them: a
+//    busy page takes a report late, and a span drawn then would be longer than what was heard
+//    by the delay (FrameClock). A report whose cursor moved less than the frames that passed
+//    since the one before (by a render quantum or more) ran dry meanwhile: the span ends where
+//    what moved was heard, so the spans add up to what was played.
 
 export const RATE = 24000; // the wire's pcm16 rate (player.js), kept here to stay DOM-free
+const QUANTUM = 128; // frames of one render quantum (Web Audio)
+const CLOCK_WINDOW = 64; // reports the frame clock remembers (rule 6): ~3 s of stats
+
+// Rule 6: page time (ms) of a context frame. The AudioContext runs at RATE (audio.js), so a
+// frame is a sample. A report taken at page time t was made at t or before, so the page time
+// of frame 0 is at most t - frame / RATE: its least over the last CLOCK_WINDOW reports (the
+// one the page took soonest) is the estimate, and the window follows a clock that drifts. A
+// frame that goes back is a new context: a new clock.
+export class FrameClock {
+  constructor(window = CLOCK_WINDOW) {
+    this.window = window;
+    this.origins = []; // page time of frame 0 as each recent report implies it
+    this.lastFrame = -1;
+  }
+
+  // The page time of `frame`, a report taken at page time `t`; `t` for a report without one.
+  at(frame, t) {
+    if (typeof frame !== "number") return t;
+    if (frame < this.lastFrame) this.origins = [];
+    this.lastFrame = frame;
+    const ms = frame * 1000 / RATE;
+    this.origins.push(t - ms);
+    if (this.origins.length > this.window) this.origins.shift();
+    return Math.min(...this.origins) + ms;
+  }
+}
 export const HISTORY_MS = 120000;
 export const MAX_ITEMS = 400;
 export const RECENT_RESPONSES = 64;
@@ -49,6 +80,7 @@ export class TimelineModel {
     this.items = [];
     this.version = 0; // bumped on every change of what is listed (not on an open span growing)
     this.cause = "silence";
+    this.clock = new FrameClock(); // rule 6: the context outlives a session
     this.newSession();
   }
 
@@ -108,7 +140,7 @@ export class TimelineModel {
   response(rid) {
     if (!this.responses.has(rid)) {
       this.responses.set(rid, {
-        span: null, started: false, cut: false, finished: false, lastPlayed: 0, lastAt: null,
+        span: null, started: false, cut: false, finished: false, lastPlayed: 0, lastAt: null, lastFrame: null,
       });
       if (this.responses.size > RECENT_RESPONSES) {
         this.responses.delete(this.responses.keys().next().value);
@@ -231,7 +263,7 @@ export class TimelineModel {
   // A playback worklet report (playback-worklet.js). Rule 2.
   worklet(msg) {
     if (!msg.rid) return;
-    const t = this.now();
+    const t = this.clock.at(msg.frame, this.now()); // rule 6
     const r = this.response(msg.rid);
     const playedMs = (msg.played || 0) * 1000 / RATE;
     if (msg.type === "stats") {
@@ -251,6 +283,7 @@ export class TimelineModel {
       }
       r.lastPlayed = msg.played;
       r.lastAt = t;
+      r.lastFrame = msg.frame;
     } else if (msg.type === "paused" && msg.applied) {
       if (r.span && r.span.kind === "audio") this.switchSpan(r, "paused", t);
       else if (!r.span && r.started) r.span = this.newSpan(msg.rid, "paused", t);
@@ -258,6 +291,7 @@ export class TimelineModel {
       if (r.span && r.span.kind === "paused") this.switchSpan(r, "audio", t);
       r.lastPlayed = msg.played;
       r.lastAt = t;
+      r.lastFrame = msg.frame;
     } else if (msg.type === "cleared") {
       if (r.cut) return;
       r.cut = true;
@@ -280,12 +314,19 @@ export class TimelineModel {
   // Rule 2: an answer whose audio ran out before its end (the queue starved: the deltas came
   // slower than it played) is silent meanwhile, and drawn so: a report whose cursor stood
   // still ends the span at the report before; one whose cursor moved again opens the next
-  // where that audio began.
+  // where that audio began. Rule 6: one whose cursor moved less than the frames that passed
+  // ran dry in between; where in between is not known, so the span ends where what moved
+  // was heard, and the next report that moves opens the next.
   starved(r, msg, t) {
-    if (msg.played === r.lastPlayed && r.span) {
+    const moved = msg.played - r.lastPlayed;
+    const passed = typeof msg.frame === "number" && typeof r.lastFrame === "number"
+      ? msg.frame - r.lastFrame : null;
+    if (moved === 0 && r.span) {
       this.close(r, r.lastAt);
-    } else if (msg.played > r.lastPlayed && !r.span) {
-      r.span = this.newSpan(msg.rid, "audio", t - (msg.played - r.lastPlayed) * 1000 / RATE);
+    } else if (moved > 0 && !r.span) {
+      r.span = this.newSpan(msg.rid, "audio", t - moved * 1000 / RATE);
+    } else if (moved > 0 && r.span && passed !== null && passed - moved >= QUANTUM) {
+      this.close(r, r.lastAt + moved * 1000 / RATE);
     }
   }
 
