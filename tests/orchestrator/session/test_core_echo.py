@@ -24,8 +24,8 @@ from orchestrator.protocol.session_config import (
 from orchestrator.protocol.session_config import SessionPatch as Patch
 from orchestrator.session.actions import StartBackend
 from orchestrator.session.core import CoreConfig, SessionCore, Step
-from orchestrator.session.core_echo import SURE_CHUNKS
 from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
+from orchestrator.session.echo.sure_speech import SURE_CHUNKS
 from orchestrator.session.inputs import BackendAudio
 from tests.orchestrator.session.core_driver import CoreDriver, of, types
 
@@ -543,14 +543,29 @@ def test_rule8_where_rule10_hears_clearly_more_than_the_echo_the_margin_is_wide(
     assert _speech_started(driver.speak(96, 0.97, append=user)), "a user clearly over the echo"
 
 
-def test_rule13_speech_sure_for_a_quarter_second_counts_over_the_echo() -> None:
-    """A user the echo's prediction explains and the canceller takes (rules 8 and 10 hold
-    them back) still counts once silero is sure of speech for `SURE_CHUNKS` chunks in a row;
-    fewer, or one chunk less sure between them, does not."""
+def test_rule13_speech_sure_for_a_quarter_second_over_more_than_the_echo_counts() -> None:
+    """A user the canceller takes (rule 8 holds them back) and rule 10's filter tracks once
+    their onset put 6 dB over the echo in one band: they still count once silero is sure of
+    speech for `SURE_CHUNKS` chunks in a row; fewer, or one chunk less sure between them
+    (a new run, the echo's prediction explaining all of it), does not."""
     driver = _trained_on_the_echo()
-    echo = pcm16(ECHO)
+    onset = pcm16(ECHO + tones((4000, 400)))  # 3.2-6.4 kHz: 6 dB over the 200 there
+    tracked = pcm16(ECHO)  # then all the filter predicts
     almost = (SURE_CHUNKS - 1) * 32
-    assert not _speech_started(driver.speak(almost, 0.995, append=echo)), "one chunk short"
-    assert not _speech_started(driver.speak(32, 0.9, append=echo)), "one less sure"
-    assert not _speech_started(driver.speak(almost, 0.995, append=echo)), "one short again"
-    assert _speech_started(driver.speak(64, 0.995, append=echo)), "all in a row"
+    assert not _speech_started(driver.speak(32, 0.995, append=onset))
+    assert not _speech_started(driver.speak(almost - 32, 0.995, append=tracked)), "one short"
+    assert not _speech_started(driver.speak(32, 0.9, append=tracked)), "one less sure"
+    assert not _speech_started(driver.speak(almost + 32, 0.995, append=tracked)), "a new run"
+    assert not _speech_started(driver.speak(32, 0.9, append=tracked))
+    assert not _speech_started(driver.speak(32, 0.995, append=onset))
+    assert not _speech_started(driver.speak(almost - 32, 0.995, append=tracked)), "one short"
+    assert _speech_started(driver.speak(32, 0.995, append=tracked)), "all in a row"
+
+
+def test_rule13_a_residual_the_echo_explains_never_counts_however_sure() -> None:
+    """The canceller losing the echo for a moment leaves a residual silero may be sure of for
+    a quarter second and more (the page at 0 dB); rule 10's prediction explains all of it, so
+    it never counts."""
+    driver = _trained_on_the_echo()
+    residual = pcm16(ECHO)
+    assert not _speech_started(driver.speak(4 * SURE_CHUNKS * 32, 0.995, append=residual))
