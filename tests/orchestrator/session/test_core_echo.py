@@ -531,6 +531,29 @@ def test_rule7_once_rule10_hears_more_than_the_echo_the_session_threshold_counts
     assert _speech_started(driver.speak(128, 0.7, append=user)), "a user's onset at 0.7"
 
 
+def test_rule7_a_chunk_only_a_little_over_the_echo_must_still_be_clearly_speech() -> None:
+    """Rule 10's prediction can fall short of a loud syllable of the answer in a far,
+    reverberant room while the canceller loses it (the page at 0 dB: 6.0 dB over at 0.7, 0.24 s
+    before the user spoke): under `RELAX_DB` over the echo, a chunk needs `ECHO_SPEECH`."""
+    user = pcm16(ECHO + tones((1000, 4000)))  # 7 dB over the echo from 0.8 to 1.6 kHz
+    assert not _speech_started(_trained_on_the_echo().speak(128, 0.7, append=user)), "at 0.7"
+    assert _speech_started(_trained_on_the_echo().speak(128, 0.9, append=user)), "at 0.9"
+
+
+def test_rule10_a_little_over_the_echo_for_one_chunk_alone_is_the_echo() -> None:
+    """A loud syllable of the answer after a pause can come 6-7 dB over what rule 10's filter
+    predicts for one chunk (the page at 0 dB: 6.2 and 7.4 dB, clearly speech, the canceller
+    losing it); a user stays over the echo for longer. Under `RELAX_DB`, a chunk counts only
+    as the second in a row `DOUBLE_TALK_DB` over the echo."""
+    user = pcm16(ECHO + tones((1000, 5000)))  # 7.4 dB over the echo from 0.8 to 1.6 kHz
+    once = _trained_on_the_echo()
+    assert not _speech_started(once.speak(32, 0.9, append=user)), "one chunk over"
+    assert not _speech_started(once.speak(96, 0.9, append=pcm16(ECHO))), "one chunk over"
+    twice = _trained_on_the_echo()
+    started = _speech_started(twice.speak(64, 0.9, append=user))
+    assert started or _speech_started(twice.speak(96, 0.9, append=pcm16(ECHO))), "two in a row"
+
+
 def test_rule8_where_rule10_hears_clearly_more_than_the_echo_the_margin_is_wide() -> None:
     """A user 8 dB under the echo's level, the canceller taking nothing of them: rule 8's
     6 dB margin would hold them back, but rule 10 hears their band 19 dB over the echo
