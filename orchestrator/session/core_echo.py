@@ -70,7 +70,9 @@ Rules:
    less than `RELAX_DB` over the echo counts only as the second in a row `DOUBLE_TALK_DB`
    over it: a loud syllable of the answer after a pause came 6.2 and 7.4 dB over the
    prediction for one chunk, at 0.85 and more, the canceller losing it, and cut the page's
-   answer (bench.echo_page, 0 dB); a user stays over the echo for longer.
+   answer (bench.echo_page, 0 dB); a user stays over the echo for longer. Measured, bench.
+   echo_offline --seeds 13: false barge-ins 0/1/0/1/2 -> 0/0/0/1/1 of 104 at -20/-10/-6/-3/0
+   dB, interruptions missed 2 -> 2, onset -> interrupt median 193 -> 197 ms.
 11. Rules 8 and 10 measure the input only while the echo may still be heard (the reference
    played within `LINGER_MS`, more than rule 7's tail and rule 10's window): the rest of a
    conversation (the user speaking, silence) costs the canceller alone.
