@@ -275,7 +275,9 @@ class History:
             )
             return None
         generated = self.ledger.generated_ms(rid)
-        if audio_end_ms > generated:
+        # The ledger counts whole ms (688 of 688.5); a client that rounds what it played up
+        # (689) means all of it, so only a whole ms past the last partial one is refused.
+        if audio_end_ms > generated + 1:
             self._out.error(
                 "invalid_value",
                 # OpenAI's wording (clients match it)

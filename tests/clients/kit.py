@@ -141,6 +141,12 @@ class Conversation:
     context: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
     server_errors: list[dict[str, Any]] = field(default_factory=list)
+    # A library's response.cancel that crossed the server's own cancel (turn detection's
+    # interrupt_response) on the wire: answered `response_cancel_not_active`, as OpenAI's
+    # Realtime API answers it, once the response it meant is already done, cancelled. Not a
+    # fault of either side, so kept apart from `server_errors`.
+    late_cancels: list[dict[str, Any]] = field(default_factory=list)
+    last_done_status: str | None = None
     # Phases in which a response completed with nothing said (no call, no words).
     empty_replies: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
@@ -212,10 +218,16 @@ class Conversation:
         if os.environ.get("CLIENT_DUMP") and "delta" not in str(kind):
             self.note(f"<- {json.dumps(event)[:300]}")
         if kind == "error":
-            self.server_errors.append(event["error"])
-            self.note(f"server error {event['error']}")
+            late = event["error"].get("code") == "response_cancel_not_active"
+            if late and self.last_done_status == "cancelled":
+                self.late_cancels.append(event["error"])
+                self.note(f"late cancel answered {event['error']['code']}")
+            else:
+                self.server_errors.append(event["error"])
+                self.note(f"server error {event['error']}")
         elif kind == "response.done":
             response = event["response"]
+            self.last_done_status = response["status"]
             output = [f"{o['type']}:{o.get('name') or _text(o)!r}" for o in response["output"]]
             self.note(f"response.done {response['id']} {response['status']} {output}")
             said = [o for o in response["output"] if o["type"] == "message"]
@@ -265,6 +277,7 @@ class Conversation:
             "context": self.context,
             "errors": self.errors,
             "server_errors": self.server_errors,
+            "late_cancels": self.late_cancels,
             "log": self.log,
         }
 

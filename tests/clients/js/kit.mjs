@@ -107,6 +107,9 @@ export class Conversation {
   context = null;
   errors = [];
   serverErrors = [];
+  // kit.py `late_cancels`: a response.cancel that crossed the server's own cancel on the wire.
+  lateCancels = [];
+  lastDoneStatus = null;
   emptyReplies = []; // phases in which a response completed with nothing said
   log = [];
   began = now();
@@ -179,9 +182,15 @@ export class Conversation {
       this.note(`<- ${JSON.stringify(event).slice(0, 300)}`);
     }
     if (event.type === "error") {
-      this.serverErrors.push(event.error);
-      this.note(`server error ${JSON.stringify(event.error)}`);
+      if (event.error?.code === "response_cancel_not_active" && this.lastDoneStatus === "cancelled") {
+        this.lateCancels.push(event.error);
+        this.note(`late cancel answered ${event.error.code}`);
+      } else {
+        this.serverErrors.push(event.error);
+        this.note(`server error ${JSON.stringify(event.error)}`);
+      }
     } else if (event.type === "response.done") {
+      this.lastDoneStatus = event.response.status;
       const output = (event.response.output ?? []).map(
         (o) => `${o.type}:${JSON.stringify(o.name ?? (o.content ?? []).map((c) => c.transcript ?? c.text ?? "").join(""))}`,
       );
@@ -241,6 +250,7 @@ export class Conversation {
       context: this.context,
       errors: this.errors,
       server_errors: this.serverErrors,
+      late_cancels: this.lateCancels,
       log: this.log,
     };
   }

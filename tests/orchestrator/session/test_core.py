@@ -229,6 +229,27 @@ def test_rule5_truncate_is_never_undone_by_a_later_ack() -> None:
     assert isinstance(part, conv.OutputAudio) and part.audio_ms == 80
 
 
+def test_rule5_a_truncate_within_the_last_partial_ms_takes_all_the_audio() -> None:
+    """The ledger counts whole ms of a reply (688 of 688.5); a client that rounds what it
+    played up (the OpenAI Agents SDK: 689) means all of it, and is not refused; a ms more is."""
+    h = Harness()
+    start = of(h.speak(), StartBackend)[0]
+    rid, seq = start.response_id, start.seq
+    h.core.backend(BackendAudio(rid, seq, b"\0\0" * (24 * 688 + 12), "Hello. "))
+    h.core.backend(BackendDone(rid, seq))
+    item_id = h.core.ledger.item_id(rid)
+    over = h.core.client(
+        ce.ConversationItemTruncate(item_id=item_id, content_index=0, audio_end_ms=690)
+    )
+    assert kinds(over) == ["error"], "a whole ms past the audio"
+    out = h.core.client(
+        ce.ConversationItemTruncate(item_id=item_id, content_index=0, audio_end_ms=689)
+    )
+    assert kinds(out) == ["Checkpoint", "conversation.item.truncated"]
+    [part] = h.core.conversation.get(item_id).content
+    assert isinstance(part, conv.OutputAudio) and part.audio_ms == 688
+
+
 def test_rule5_clear_is_never_undone_by_an_ack_after_its_grace() -> None:
     h = Harness()
     rid, _, item_id = h.turn(audio_ms=200)
