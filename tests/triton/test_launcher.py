@@ -14,6 +14,12 @@ from tests.triton.conftest import REPO_ROOT, _free_port
 
 TURNTAKER = Path(sys.executable).parent / "turntaker"
 
+# What these tests check is the launcher (its report, signals, parent death, SIGKILL of the
+# process group), not the models: one Python-backend model (a stub process in the server's
+# group) is enough, and starts in ~2 s where the whole repository takes ~25 s each time. The
+# whole repository (the default, no --model) is loaded by the session's `triton_server`.
+MODEL = "vad"
+
 
 def _ports() -> list[str]:
     return [
@@ -56,7 +62,13 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 def test_cli_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [str(TURNTAKER), "triton", *_ports(), f"--log-file={tmp_path / 'server.log'}"],
+        [
+            str(TURNTAKER),
+            "triton",
+            *_ports(),
+            f"--model={MODEL}",
+            f"--log-file={tmp_path / 'server.log'}",
+        ],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -82,7 +94,8 @@ import sys, time
 from pathlib import Path
 from orchestrator.triton import TritonConfig, TritonServer
 server = TritonServer(TritonConfig(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
-                                   int(sys.argv[4]), log_file=Path(sys.argv[5])))
+                                   int(sys.argv[4]), log_file=Path(sys.argv[5]),
+                                   models=(sys.argv[6],)))
 server.start()
 print(server.pid, flush=True)
 time.sleep(600)
@@ -99,6 +112,7 @@ def test_server_dies_with_its_parent(tmp_path: Path) -> None:
             str(REPO_ROOT / "model_repository"),
             *ports,
             str(tmp_path / "server.log"),
+            MODEL,
         ],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
@@ -144,6 +158,7 @@ def test_stop_kills_a_server_that_does_not_exit_in_time(tmp_path: Path) -> None:
         grpc_port=_free_port(),
         metrics_port=_free_port(),
         log_file=tmp_path / "server.log",
+        models=(MODEL,),
         # No grace at all: the SIGKILL path that a hung SIGTERM shutdown needs.
         stop_timeout_s=0.0,
     )
