@@ -20,6 +20,8 @@ import soxr
 import tritonclient.grpc as grpcclient
 from openai import OpenAI
 from openai.resources.realtime.realtime import RealtimeConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
 from bench.speech import RATE, Audio, pcm16, silence
@@ -176,7 +178,34 @@ def raw_session(url: str) -> Iterator[RawSession]:
         session = RawSession(ws)
         created = session.recv()
         assert created["type"] == "session.created", created
-        yield session
+        try:
+            yield session
+        finally:
+            close_reading(ws)
+
+
+def close_reading(ws: ClientConnection) -> None:
+    """The closing handshake, reading (and dropping) what the server still sends meanwhile.
+
+    A plain `ws.close()` on a session that still streams (a reply's audio deltas the test no
+    longer reads) waits out websockets' close_timeout, 10 s, and then aborts the TCP
+    connection: the receive queue (16 frames) is full, so websockets stops reading the socket
+    and never sees the server's close frame. Reading on until the connection is closed lets the
+    handshake complete as soon as the server answers it, as a client that reads does. A
+    connection already closed or dropped (`_drop` in test_resume_e2e) is left as it is.
+    """
+    if ws.state is not State.OPEN:
+        return
+    closer = threading.Thread(target=ws.close, daemon=True)
+    closer.start()
+    while closer.is_alive():
+        try:
+            ws.recv(timeout=0.1)
+        except TimeoutError:
+            continue
+        except ConnectionClosed:
+            break
+    closer.join()
 
 
 @contextmanager
