@@ -38,15 +38,15 @@ def null_server(triton_server: TritonServer) -> Iterator[BackgroundServer]:
         yield server
 
 
-def _pause_mode(session: RawSession) -> None:
+def _pause_mode(session: RawSession, max_output_tokens: int = 300) -> None:
     session.send(
         {
             "type": "session.update",
             "session": {
                 "type": "realtime",
                 "output_modalities": ["audio"],
-                # The null pipeline sends one 80 ms chunk per token: 24 s of reply.
-                "max_output_tokens": 300,
+                # The null pipeline sends one 80 ms chunk per token: 24 s of reply by default.
+                "max_output_tokens": max_output_tokens,
                 "audio": {
                     "input": {
                         "turn_detection": {
@@ -119,13 +119,16 @@ def test_backchannel_pauses_then_resumes_and_is_never_a_turn(
 
 def test_short_noise_burst_never_interrupts(null_server: BackgroundServer) -> None:
     with raw_session(null_server.url) as session:
-        _pause_mode(session)
+        # This test waits for the reply's end, which the null pipeline reaches in real time:
+        # 10 s (125 tokens) still outlasts the 2.75 s of input and the decision after it by
+        # seconds, where the default 24 s only made the test wait 14 s more.
+        _pause_mode(session, max_output_tokens=125)
         rid = _speaking(session)
         since = len(session.events)
         session.append(
             np.concatenate([silence(0.3), _noise_burst(0.25), silence(2.2)]), realtime=True
         )
-        # The reply plays on to its end (24 s of audio), untouched by the burst.
+        # The reply plays on to its end (10 s of audio), untouched by the burst.
         session.first(
             "response.done", since, timeout_s=60, where=lambda e: e["response"]["id"] == rid
         )
