@@ -294,7 +294,11 @@ def test_scripted_pause_and_resume_play_on_from_the_same_sample(
                 "history_committed": True,
             },
         )
-        time.sleep(5)
+        # The session stays open while the test reads the page. Read (and record) what the
+        # page still sends meanwhile, as the interrupt test's script does: a script asleep
+        # here left its receive queue full, and the server's shutdown then waited out
+        # websockets' 10 s close_timeout for the page's close frame it could not read.
+        server.listen(conn, 5)
 
     wav = write_wav(tmp_path / "mic.wav", silence(1))
     with ScriptedServer(script) as server:
