@@ -1,6 +1,12 @@
 """Triton failing under a live session (rule 8) and the multi-endpoint path.
 
 These tests own their tritonservers (they kill them), separate from the session's shared one.
+They run the `null` pipeline: what they test is the realtime server's side (a stream that
+fails when its Triton dies, health checks, the choice of endpoint), which is the same code
+for every pipeline (backends/response_actor.py, backends/endpoints.py; the only
+pipeline-dependent switch, transcripts for the cascade, concerns audio input, and these
+sessions speak text). A server of `null` loads 4 light models (~10 s to start here) where the
+cascade loads 7 (asr, llm, tts among them; ~22 s), and each test starts two servers.
 """
 
 from __future__ import annotations
@@ -15,14 +21,16 @@ from pathlib import Path
 import httpx
 import tritonclient.grpc as grpcclient
 
-from orchestrator.service.config import ServiceConfig
-from orchestrator.service.serve import BackgroundServer
+from orchestrator.service.config import Pipeline, ServiceConfig
+from orchestrator.service.serve import BackgroundServer, needed_models
 from orchestrator.triton import TritonConfig, TritonServer
 from tests.conftest import REPO_ROOT, free_port, free_ports
 from tests.e2e.realtime_client import ENDED, RawSession, raw_session
 from tests.e2e.test_conversation_e2e import _ask_text, _manual
 
-MODELS = ("cascade", "vad", "asr", "cancel", "turn")
+PIPELINE: Pipeline = "null"
+# What the realtime server needs ready on an endpoint to call it healthy, no more.
+MODELS = needed_models(ServiceConfig(pipeline=PIPELINE))
 
 
 def _triton_config(log: Path, grpc_port: int | None = None) -> TritonConfig:
@@ -46,7 +54,9 @@ def _kill(server: TritonServer) -> None:
 
 @contextmanager
 def _orchestrator(*urls: str) -> Iterator[BackgroundServer]:
-    config = ServiceConfig(port=free_port(), triton_urls=urls, health_interval_s=0.2)
+    config = ServiceConfig(
+        port=free_port(), triton_urls=urls, health_interval_s=0.2, pipeline=PIPELINE
+    )
     with BackgroundServer(config) as server:
         yield server
 
@@ -96,6 +106,9 @@ def test_rule8_triton_killed_mid_response_fails_it_and_the_session_recovers(
             triton = TritonServer(config)
             triton.start()
             _wait_ready(server, {config.grpc_url: True})
+            # `null` speaks one 80 ms chunk per token in real time: the first answer's 200
+            # tokens only had to outlast the kill; this one is waited out, so 24 (~2 s).
+            _manual(session)
             again = _answer(session, "Say hello.")
             assert again["status"] in ENDED, again
     finally:
@@ -115,16 +128,16 @@ def test_two_endpoints_one_killed_new_responses_go_to_the_other(tmp_path: Path) 
                 assert _answer(session, "Say hello.")["status"] in ENDED
                 _kill(first)
                 _wait_ready(server, {first.grpc_url: False, second.grpc_url: True})
-                before = _cascade_requests(second)
+                before = _pipeline_requests(second)
                 for question in ("Name a fruit.", "Say a number."):
                     assert _answer(session, question)["status"] in ENDED
-                assert _cascade_requests(second) - before == 2
+                assert _pipeline_requests(second) - before == 2
     finally:
         first.stop()
         second.stop()
 
 
-def _cascade_requests(server: TritonServer) -> int:
+def _pipeline_requests(server: TritonServer) -> int:
     client = grpcclient.InferenceServerClient(server.grpc_url)
-    stats = client.get_inference_statistics("cascade", as_json=True)["model_stats"][0]
+    stats = client.get_inference_statistics(PIPELINE, as_json=True)["model_stats"][0]
     return int(stats.get("inference_stats", {}).get("success", {}).get("count", 0))
