@@ -31,6 +31,9 @@ from tests.e2e.test_conversation_e2e import _ask_text, _manual
 PIPELINE: Pipeline = "null"
 # What the realtime server needs ready on an endpoint to call it healthy, no more.
 MODELS = needed_models(ServiceConfig(pipeline=PIPELINE))
+# Tokens of an answer that is waited out: which endpoint served it and how it ended is all
+# that is looked at, and `null` plays each token's 80 ms in real time (24 would be ~2 s).
+SHORT = 4
 
 
 def _triton_config(log: Path, grpc_port: int | None = None) -> TritonConfig:
@@ -107,8 +110,8 @@ def test_rule8_triton_killed_mid_response_fails_it_and_the_session_recovers(
             triton.start()
             _wait_ready(server, {config.grpc_url: True})
             # `null` speaks one 80 ms chunk per token in real time: the first answer's 200
-            # tokens only had to outlast the kill; this one is waited out, so 24 (~2 s).
-            _manual(session)
+            # tokens only had to outlast the kill; this one is waited out, so SHORT.
+            _manual(session, max_tokens=SHORT)
             again = _answer(session, "Say hello.")
             assert again["status"] in ENDED, again
     finally:
@@ -124,7 +127,7 @@ def test_two_endpoints_one_killed_new_responses_go_to_the_other(tmp_path: Path) 
         with _orchestrator(first.grpc_url, second.grpc_url) as server:
             _wait_ready(server, {first.grpc_url: True, second.grpc_url: True})
             with raw_session(server.url) as session:
-                _manual(session)
+                _manual(session, max_tokens=SHORT)
                 assert _answer(session, "Say hello.")["status"] in ENDED
                 _kill(first)
                 _wait_ready(server, {first.grpc_url: False, second.grpc_url: True})
