@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import cache
 
 from hypothesis import strategies as st
 
@@ -25,8 +26,13 @@ from fuzzing.valid import long_appends, valid_inputs
 from fuzzing.values import one_in
 
 
+@cache
+def _setup(vad_one_in: int) -> st.SearchStrategy[FuzzInput]:
+    return _draw_setup(vad_one_in)
+
+
 @st.composite
-def _setup(draw: st.DrawFn, vad_one_in: int) -> FuzzInput:
+def _draw_setup(draw: st.DrawFn, vad_one_in: int) -> FuzzInput:
     """The first message: turn detection off (mostly; else server_vad or semantic_vad, either
     maybe preemptive, maybe in pause mode) and small replies."""
     session: dict[str, Json] = {"type": "realtime"}
@@ -56,6 +62,9 @@ def _setup(draw: st.DrawFn, vad_one_in: int) -> FuzzInput:
     )
 
 
+# Cached, like `_setup`'s: a strategy is validated when first drawn from, and a new one per
+# script would be validated again for every script.
+@cache
 def _step(long_audio: bool) -> st.SearchStrategy[list[FuzzInput]]:
     one = st.one_of(
         valid_inputs(),

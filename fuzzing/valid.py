@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from typing import Final
 
 from hypothesis import strategies as st
@@ -139,6 +140,11 @@ def _tool_fields(draw: st.DrawFn) -> dict[str, Json]:
     return {"tools": tools, "tool_choice": draw(st.sampled_from(choices))}
 
 
+# Strategies drawn from inside others are built once: a new one per draw would be validated
+# again (its whole tree) every time.
+_TOOL_FIELDS: Final = _tool_fields()
+
+
 _MODALITIES: Final = st.sampled_from([["audio"], ["text"], ["text", "audio"], ["audio", "text"]])
 _VOICE: Final = st.sampled_from(["alloy", "marin", "cedar", "verse"]) | TEXT
 _MAX_TOKENS: Final = st.integers(1, 64) | st.just("inf") | st.just(2**70)
@@ -176,7 +182,7 @@ def with_id(event: dict[str, Json], event_id: str | None) -> dict[str, Json]:
 @st.composite
 def _session_update(draw: st.DrawFn) -> Valid:
     session = draw(st.one_of(_GA_SESSION, _GA_SESSION, _BETA_SESSION))
-    event = {"type": "session.update", "session": {**session, **draw(_tool_fields())}}
+    event = {"type": "session.update", "session": {**session, **draw(_TOOL_FIELDS)}}
     return Valid(event, "reply", frozenset({"session.updated"}))
 
 
@@ -197,6 +203,7 @@ def _commit(draw: st.DrawFn) -> Valid:
     return Valid(event, expect, frozenset({"input_audio_buffer.committed"}), starts_response=starts)
 
 
+@cache
 def _content_part(role: str) -> st.SearchStrategy[dict[str, Json]]:
     text = TEXT.map(lambda t: {"type": "text", "text": t})
     if role == "system":
@@ -264,9 +271,12 @@ def _item(draw: st.DrawFn) -> dict[str, Json]:
     return {"type": "message", "role": role, "content": content}
 
 
+_ITEM: Final = _item()
+
+
 @st.composite
 def _item_create(draw: st.DrawFn) -> Valid:
-    item = draw(_item())
+    item = draw(_ITEM)
     event: dict[str, Json] = {"type": "conversation.item.create", "item": item}
     item_id = draw(st.none() | st.none() | ITEM_REFS)
     if item_id is not None:
@@ -316,7 +326,7 @@ _RESPONSE_PARAMS: Final = optional(
 def _response_create(draw: st.DrawFn) -> Valid:
     params = draw(st.none() | st.none() | _RESPONSE_PARAMS)
     if params is not None:
-        params = {**params, **draw(_tool_fields())}
+        params = {**params, **draw(_TOOL_FIELDS)}
     event: dict[str, Json] = {"type": "response.create"}
     if params is not None or draw(st.booleans()):
         event["response"] = params

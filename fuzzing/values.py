@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import string
+from functools import cache
 from typing import Any, Final, TypeVar
 
 from hypothesis import strategies as st
@@ -27,6 +28,7 @@ T = TypeVar("T")
 _ASCII_UNITS: Final = st.text(string.ascii_letters + string.digits + " _-", min_size=1, max_size=4)
 
 
+@cache  # One strategy per n: each new one would be validated again when drawn from.
 def one_in(n: int) -> st.SearchStrategy[bool]:
     # Hypothesis starts from, and leans towards, the ends of a range; its middle comes up
     # about once in n draws.
