@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ HELPERS = {"cli.py", "servers.py", "report.py", "stats.py"}
 SERVER_PROGRAM = "load_server.py"
 
 
+@cache  # Parsed once: every test (and every entry point) reads the same trees, never changes them.
 def _sources() -> dict[str, ast.Module]:
     return {
         path.name: ast.parse(path.read_text(encoding="utf-8"))
