@@ -54,12 +54,15 @@ def test_quick_run_writes_every_row_with_finite_numbers(
 ) -> None:
     doc = tmp_path / "benchmarks.md"
     doc.write_text("# Benchmarks\n\n## Other bench\n\nkept\n", encoding="utf-8")
-    argv = ["--quick", "--url", triton_server.grpc_url, "--write", "--doc", str(doc)]
-    assert interruptions.main(argv) == 0
+    # 10 sessions at a time, not the default 4: each runs in real time, so a mode's 20 items
+    # take about 2 rounds instead of 5 (the same items, the same rows).
+    argv = ["--quick", "--parallel", "10", "--url", triton_server.grpc_url]
+    assert interruptions.main([*argv, "--write", "--doc", str(doc)]) == 0
     text = doc.read_text(encoding="utf-8")
     assert "kept" in text, "the bench replaced another bench's section"
     section = text[text.index(interruptions.HEADING) :]
-    assert "`python -m bench.interruptions --quick`" in section, "command not quoted"
+    quoted = "`python -m bench.interruptions --quick --parallel 10`"
+    assert quoted in section, "command not quoted"
     rows: dict[tuple[str, str, str], dict[str, str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
