@@ -23,6 +23,7 @@ from fuzzing.valid import VALID, as_input, echo_of, to_frame, with_id
 from fuzzing.values import BAD_B64, EVENT_IDS, HUGE_TEXT, SMALL_JSON, TEXT, UNKNOWN_KEYS
 
 _WRONG_TYPES: Final = st.sampled_from([0, -1, 1.5, True, [], ["x"], {}, {"a": 1}, "x"])
+_WRONG_ID_TYPES: Final = _WRONG_TYPES.filter(lambda v: not isinstance(v, str))
 # Values no field of each kind accepts ({} is a valid, empty session patch; 0 a valid index).
 _WRONG_FOR: Final[Mapping[str, tuple[Json, ...]]] = {
     "session": (0, -1, 1.5, True, [], ["x"], "x", None),
@@ -336,7 +337,7 @@ def mutated_inputs(draw: st.DrawFn) -> FuzzInput:
         del event["type"]
         return error_input(name, event, ascii_only)
     if how == "bad_event_id":
-        event["event_id"] = draw(_WRONG_TYPES.filter(lambda v: not isinstance(v, str)))
+        event["event_id"] = draw(_WRONG_ID_TYPES)
         return error_input(name, event, ascii_only, kind)
     # unknown_type, and the fallback for mutations that do not apply to this event type.
     event["type"] = draw(

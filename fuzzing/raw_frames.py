@@ -42,6 +42,13 @@ _NOT_JSON: Final = (
 )
 
 
+# Built once, not per draw (each new strategy would be validated again when drawn from).
+# Valid JSON objects are other kinds' business; anything else here is an error.
+_TEXT: Final = st.text(max_size=300).filter(lambda t: not t.lstrip().startswith("{"))
+_BINARY: Final = st.binary(max_size=300).filter(lambda b: not b.lstrip().startswith(b"{"))
+_NOT_OBJECT: Final = SMALL_JSON.filter(lambda v: not isinstance(v, dict))
+
+
 @st.composite
 def raw_inputs(draw: st.DrawFn) -> FuzzInput:
     how = draw(
@@ -69,17 +76,17 @@ def raw_inputs(draw: st.DrawFn) -> FuzzInput:
         # Valid JSON objects are other kinds' business; anything else here is an error.
         return FuzzInput(
             name,
-            draw(st.text(max_size=300).filter(lambda t: not t.lstrip().startswith("{"))),
+            draw(_TEXT),
             "error",
         )
     if how == "binary":
         return FuzzInput(
             name,
-            draw(st.binary(max_size=300).filter(lambda b: not b.lstrip().startswith(b"{"))),
+            draw(_BINARY),
             "error",
         )
     if how == "not_object":
-        value = draw(SMALL_JSON.filter(lambda v: not isinstance(v, dict)))
+        value = draw(_NOT_OBJECT)
         return FuzzInput(name, json.dumps(value), "error", echo="none")
     if how == "not_json":
         return FuzzInput(name, draw(st.sampled_from(_NOT_JSON)), "error")

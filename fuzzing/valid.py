@@ -125,6 +125,9 @@ _TOOL: Final = st.builds(
 )
 
 
+_TOOLS: Final = st.lists(_TOOL, max_size=3, unique_by=lambda tool: tool["name"])
+
+
 @st.composite
 def _tool_fields(draw: st.DrawFn) -> dict[str, Json]:
     """`tools` with a `tool_choice` that fits them, a choice that fits any tools, or neither."""
@@ -133,7 +136,7 @@ def _tool_fields(draw: st.DrawFn) -> dict[str, Json]:
         return {}
     if how == "choice":
         return {"tool_choice": draw(st.sampled_from(["auto", "none"]))}
-    tools = draw(st.lists(_TOOL, max_size=3, unique_by=lambda tool: tool["name"]))
+    tools = draw(_TOOLS)
     choices: list[Json] = ["auto", "none"]
     if tools:
         choices += ["required", *({"type": "function", "name": t["name"]} for t in tools)]
@@ -179,9 +182,12 @@ def with_id(event: dict[str, Json], event_id: str | None) -> dict[str, Json]:
     return event if event_id is None else {**event, "event_id": event_id}
 
 
+_SESSION: Final = st.one_of(_GA_SESSION, _GA_SESSION, _BETA_SESSION)
+
+
 @st.composite
 def _session_update(draw: st.DrawFn) -> Valid:
-    session = draw(st.one_of(_GA_SESSION, _GA_SESSION, _BETA_SESSION))
+    session = draw(_SESSION)
     event = {"type": "session.update", "session": {**session, **draw(_TOOL_FIELDS)}}
     return Valid(event, "reply", frozenset({"session.updated"}))
 
@@ -191,11 +197,14 @@ def _append_event(audio: bytes) -> Valid:
     return Valid(event, "silent", tolerated=RATE_LIMITED)
 
 
+_COMMIT_EXTRAS: Final = optional(
+    create_response=st.sampled_from([False, False, True]), final=st.booleans()
+)
+
+
 @st.composite
 def _commit(draw: st.DrawFn) -> Valid:
-    extras = draw(
-        optional(create_response=st.sampled_from([False, False, True]), final=st.booleans())
-    )
+    extras = draw(_COMMIT_EXTRAS)
     event = {"type": "input_audio_buffer.commit", **extras}
     # `final: false` is acknowledged by silence (the vllm-omni bridge keeps buffering).
     expect: Expect = "any" if extras.get("final") is False else "reply_or_error"
@@ -272,16 +281,18 @@ def _item(draw: st.DrawFn) -> dict[str, Json]:
 
 
 _ITEM: Final = _item()
+_ITEM_ID: Final = st.none() | st.none() | ITEM_REFS
+_PREVIOUS: Final = st.sampled_from([None, None, "root"]) | ITEM_REFS
 
 
 @st.composite
 def _item_create(draw: st.DrawFn) -> Valid:
     item = draw(_ITEM)
     event: dict[str, Json] = {"type": "conversation.item.create", "item": item}
-    item_id = draw(st.none() | st.none() | ITEM_REFS)
+    item_id = draw(_ITEM_ID)
     if item_id is not None:
         item["id"] = item_id
-    previous = draw(st.sampled_from([None, None, "root"]) | ITEM_REFS)
+    previous = draw(_PREVIOUS)
     if previous is not None:
         event["previous_item_id"] = previous
     # Where the session cannot refuse it (a server-made id, placed last or first): must work.
@@ -322,9 +333,12 @@ _RESPONSE_PARAMS: Final = optional(
 )
 
 
+_MAYBE_PARAMS: Final = st.none() | st.none() | _RESPONSE_PARAMS
+
+
 @st.composite
 def _response_create(draw: st.DrawFn) -> Valid:
-    params = draw(st.none() | st.none() | _RESPONSE_PARAMS)
+    params = draw(_MAYBE_PARAMS)
     if params is not None:
         params = {**params, **draw(_TOOL_FIELDS)}
     event: dict[str, Json] = {"type": "response.create"}
