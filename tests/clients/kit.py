@@ -143,7 +143,8 @@ class Conversation:
     server_errors: list[dict[str, Any]] = field(default_factory=list)
     # A library's response.cancel that crossed the server's own cancel (turn detection's
     # interrupt_response) on the wire: answered `response_cancel_not_active`, as OpenAI's
-    # Realtime API answers it, once the response it meant is already done, cancelled. Not a
+    # Realtime API answers it, once the response it meant is already done, cancelled, and
+    # before the next is created (after that, a cancel answered so meant no response). Not a
     # fault of either side, so kept apart from `server_errors`.
     late_cancels: list[dict[str, Any]] = field(default_factory=list)
     last_done_status: str | None = None
@@ -225,6 +226,8 @@ class Conversation:
             else:
                 self.server_errors.append(event["error"])
                 self.note(f"server error {event['error']}")
+        elif kind == "response.created":
+            self.last_done_status = None
         elif kind == "response.done":
             response = event["response"]
             self.last_done_status = response["status"]

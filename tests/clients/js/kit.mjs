@@ -189,6 +189,9 @@ export class Conversation {
         this.serverErrors.push(event.error);
         this.note(`server error ${JSON.stringify(event.error)}`);
       }
+    } else if (event.type === "response.created") {
+      // A late cancel is one that crossed the cancelled response's done, before the next.
+      this.lastDoneStatus = null;
     } else if (event.type === "response.done") {
       this.lastDoneStatus = event.response.status;
       const output = (event.response.output ?? []).map(
