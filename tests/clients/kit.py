@@ -117,6 +117,14 @@ class Reply:
         now = time.monotonic()
         return not self.done or now < self.first_audio + self.seconds or now < self.last_audio + 0.3
 
+    @property
+    def unplayed_at_interrupt(self) -> float:
+        """Seconds of it the app had but had not yet played (in real time from its first
+        audio) when the library said it was interrupted."""
+        if self.interrupted is None or self.first_audio is None:
+            return 0.0
+        return max(0.0, self.seconds - (self.interrupted - self.first_audio))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
@@ -126,6 +134,7 @@ class Reply:
             "transcript": self.transcript,
             "done": self.done,
             "interrupted": self.interrupted is not None,
+            "unplayed_at_interrupt": self.unplayed_at_interrupt,
             "audio_after_interrupt": self.audio_after_interrupt,
         }
 

@@ -30,6 +30,10 @@ each_client = pytest.mark.parametrize("client", list(CLIENTS))
 # from the LLM service before the transport does. Every other library: nothing.
 IN_FLIGHT_BYTES = {"pipecat": 1920}
 
+# An interrupted reply's history must have lost words where the app still had this much of it
+# unplayed (a word of the cascade's voice lasts well under a second).
+UNPLAYED_S = 1.0
+
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
@@ -91,7 +95,12 @@ def test_the_history_holds_what_was_heard(client: str, client_runs: Runs) -> Non
         heard, full = _words(_text(item)), _words(reply["transcript"])
         if reply["interrupted"]:
             assert heard, f"the interrupted reply left nothing: {item}"
-            assert heard == full[: len(heard)] and len(heard) < len(full), (heard, full)
+            assert heard == full[: len(heard)], (heard, full)
+            # What the app had and had not played is not in it. Where it had played all it
+            # had (an answer stalled on a loaded machine, or a library that hands audio over
+            # as it plays it), all it had may have been heard.
+            if reply["unplayed_at_interrupt"] > UNPLAYED_S:
+                assert len(heard) < len(full), (heard, full, reply["unplayed_at_interrupt"])
         else:
             assert heard == full, f"a reply that played out is not whole: {item} {reply}"
 

@@ -85,6 +85,12 @@ class Reply {
     const t = now();
     return !this.done || t < this.firstAudio + this.seconds || t < this.lastAudio + 0.3;
   }
+  // Seconds of it the app had but had not yet played (in real time from its first audio)
+  // when the library said it was interrupted.
+  get unplayedAtInterrupt() {
+    if (this.interrupted === null || this.firstAudio === null) return 0;
+    return Math.max(0, this.seconds - (this.interrupted - this.firstAudio));
+  }
   asDict() {
     return {
       key: this.key,
@@ -94,6 +100,7 @@ class Reply {
       transcript: this.transcript,
       done: this.done,
       interrupted: this.interrupted !== null,
+      unplayed_at_interrupt: this.unplayedAtInterrupt,
       audio_after_interrupt: this.audioAfterInterrupt,
     };
   }
