@@ -259,6 +259,7 @@ class TritonServer:
         self._owns_board = config.board_path is None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._began = 0.0  # when `launch` started the process (time.monotonic)
 
     @property
     def http_url(self) -> str:
@@ -321,12 +322,18 @@ class TritonServer:
         signal fires when the thread that started the child exits, not the whole process, so a
         short-lived worker thread (trio.to_thread's cache, say) would take the server down.
         """
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """`start`'s first half: the server's process, not yet ready. Several servers launched
+        one after the other load their models at the same time; `wait_ready` on each then."""
         if self._process is not None:
             raise RuntimeError("server already started")
         if not self.config.model_repository.is_dir():
             raise TritonStartError(f"no model repository at {self.config.model_repository}")
         remove_stale_shm_regions()
-        began = time.monotonic()
+        self._began = time.monotonic()
         backend_dir = write_backend_directory(self.config.cache_dir)
         # Created before the stubs start so that every stage maps the same zeroed file.
         CancelBoard.open(self.board_path).close()
@@ -348,12 +355,16 @@ class TritonServer:
             process_group=0,
             preexec_fn=_die_with_parent,
         )
+
+    def wait_ready(self) -> float:
+        """`start`'s second half: wait until the launched server and every model are ready
+        (stopping it if they never are); returns seconds since `launch`."""
         try:
-            self._wait_ready(began)
+            self._wait_ready(self._began)
         except BaseException:
             self.stop()
             raise
-        self.startup_s = time.monotonic() - began
+        self.startup_s = time.monotonic() - self._began
         return self.startup_s
 
     def _wait_ready(self, began: float) -> None:

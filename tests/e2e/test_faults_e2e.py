@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,48 +118,15 @@ def test_rule8_triton_killed_mid_response_fails_it_and_the_session_recovers(
         triton.stop()
 
 
-@contextmanager
-def _started_together(*servers: TritonServer) -> Iterator[None]:
-    """Start `servers` at once (each loads its models while the others do) and stop them all
-    after the block. Each is started from a thread of its own that lives until it is stopped:
-    the parent-death signal follows the thread that started the child (TritonServer.start)."""
-    release = threading.Event()
-    ready = [threading.Event() for _ in servers]
-    errors: list[BaseException] = []
-
-    def hold(server: TritonServer, started: threading.Event) -> None:
-        try:
-            server.start()
-        except BaseException as error:  # raised below, in the test's thread
-            errors.append(error)
-        finally:
-            started.set()
-        release.wait()
-
-    threads = [
-        threading.Thread(target=hold, args=(s, r), name="triton-start", daemon=True)
-        for s, r in zip(servers, ready, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
-        for started in ready:
-            started.wait()
-        if errors:
-            raise errors[0]
-        yield
-    finally:
-        for server in servers:
-            server.stop()
-        release.set()
-        for thread in threads:
-            thread.join()
-
-
 def test_two_endpoints_one_killed_new_responses_go_to_the_other(tmp_path: Path) -> None:
     first = TritonServer(_triton_config(tmp_path / "a.log"))
     second = TritonServer(_triton_config(tmp_path / "b.log"))
-    with _started_together(first, second):
+    try:
+        # Both load their models at once.
+        first.launch()
+        second.launch()
+        first.wait_ready()
+        second.wait_ready()
         with _orchestrator(first.grpc_url, second.grpc_url) as server:
             _wait_ready(server, {first.grpc_url: True, second.grpc_url: True})
             with raw_session(server.url) as session:
@@ -172,6 +138,9 @@ def test_two_endpoints_one_killed_new_responses_go_to_the_other(tmp_path: Path) 
                 for question in ("Name a fruit.", "Say a number."):
                     assert _answer(session, question)["status"] in ENDED
                 assert _pipeline_requests(second) - before == 2
+    finally:
+        first.stop()
+        second.stop()
 
 
 def _pipeline_requests(server: TritonServer) -> int:
