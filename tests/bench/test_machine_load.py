@@ -4,6 +4,8 @@ counts."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from bench import machine_load
 from bench.machine_load import Load, Mark
@@ -39,3 +41,44 @@ def test_a_real_mark_counts_this_process_cpu() -> None:
     after = machine_load.mark()
     assert after.own_s >= before.own_s and after.busy_s >= before.busy_s
     assert machine_load.lines(None) == []
+
+
+# A child that leaves a grandchild behind, as Chromium's browser process leaves its helpers:
+# the grandchild spends half a CPU-second after its parent has exited.
+_ORPHANING = """
+import os, time
+if os.fork() == 0:
+    start = time.process_time()
+    while time.process_time() - start < 0.5:
+        pass
+    os._exit(0)
+os._exit(0)
+"""
+
+_BENCH = f"""
+import subprocess, sys, time
+from bench import machine_load
+
+def own_s(adopt):
+    before = machine_load.mark()
+    if adopt:
+        with machine_load.adopted():
+            subprocess.run([sys.executable, "-c", {_ORPHANING!r}], check=True)
+    else:
+        subprocess.run([sys.executable, "-c", {_ORPHANING!r}], check=True)
+        time.sleep(1.0)  # the orphan finishes meanwhile, reaped by whoever adopted it
+    return machine_load.mark().own_s - before.own_s
+
+print(own_s(False), own_s(True))
+"""
+
+
+def test_rule4_orphans_a_bench_leaves_behind_count_as_its_own_work() -> None:
+    """Run in a child interpreter: the test session itself must not become a subreaper or reap
+    its fixtures' children."""
+    out = subprocess.run(
+        [sys.executable, "-c", _BENCH], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    lost, adopted = float(out[0]), float(out[1])
+    assert adopted >= 0.45, f"an adopted orphan's CPU is the bench's own: {adopted:.2f} s"
+    assert lost < 0.4, f"without adopted() an orphan's CPU is lost to the bench: {lost:.2f} s"

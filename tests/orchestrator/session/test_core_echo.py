@@ -24,6 +24,7 @@ from orchestrator.protocol.session_config import (
 from orchestrator.protocol.session_config import SessionPatch as Patch
 from orchestrator.session.actions import StartBackend
 from orchestrator.session.core import CoreConfig, SessionCore, Step
+from orchestrator.session.core_echo import DOUBLE_TALK_DB, RELAX_DB
 from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
 from orchestrator.session.echo.sure_speech import SURE_CHUNKS
 from orchestrator.session.inputs import BackendAudio
@@ -510,13 +511,14 @@ class _Learnt:
 
 def _trained_on_the_echo() -> CoreDriver:
     """Rule 10's filter trained on every band: the answer plays, its echo arrives after the
-    room's delay (silence first, the microphone's floor), then a second of echo alone."""
+    room's delay (silence first, the microphone's floor), then two seconds of echo alone (a
+    band trains once its filter fits the echo: echo/double_talk.py rule 8)."""
     driver = CoreDriver(SessionCore("s", CoreConfig(processors=_Learnt)))
     update(driver, echo_cancellation=EchoCancellation())
     start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
-    driver.handle(BackendAudio(start.response_id, start.seq, pcm16(2 * ECHO) * 150))  # 4.8 s
+    driver.handle(BackendAudio(start.response_id, start.seq, pcm16(2 * ECHO) * 200))  # 6.4 s
     driver.speak(64, 0.0, value=0)
-    assert not _speech_started(driver.speak(1024, 0.1, append=pcm16(ECHO)))
+    assert not _speech_started(driver.speak(2304, 0.1, append=pcm16(ECHO)))
     assert driver.core._processing._double_talk.trained
     return driver
 
@@ -535,7 +537,7 @@ def test_rule7_a_chunk_only_a_little_over_the_echo_must_still_be_clearly_speech(
     """Rule 10's prediction can fall short of a loud syllable of the answer in a far,
     reverberant room while the canceller loses it (the page at 0 dB: 6.0 dB over at 0.7, 0.24 s
     before the user spoke): under `RELAX_DB` over the echo, a chunk needs `ECHO_SPEECH`."""
-    user = pcm16(ECHO + tones((1000, 4000)))  # 7 dB over the echo from 0.8 to 1.6 kHz
+    user = pcm16(ECHO + tones((1000, 3800)))  # 6.5 dB over the echo from 0.8 to 1.6 kHz
     assert not _speech_started(_trained_on_the_echo().speak(128, 0.7, append=user)), "at 0.7"
     assert _speech_started(_trained_on_the_echo().speak(128, 0.9, append=user)), "at 0.9"
 
@@ -545,12 +547,16 @@ def test_rule10_a_little_over_the_echo_for_one_chunk_alone_is_the_echo() -> None
     predicts for one chunk (the page at 0 dB: 6.2 and 7.4 dB, clearly speech, the canceller
     losing it); a user stays over the echo for longer. Under `RELAX_DB`, a chunk counts only
     as the second in a row `DOUBLE_TALK_DB` over the echo."""
-    user = pcm16(ECHO + tones((1000, 5000)))  # 7.4 dB over the echo from 0.8 to 1.6 kHz
+    syllable = pcm16(ECHO + tones((1000, 4400)))  # 32 ms of it: 6.5 dB over, 0.8-1.6 kHz
+    user = pcm16(ECHO + tones((1000, 3800)))  # 6.5 dB over the echo there while it lasts
     once = _trained_on_the_echo()
-    assert not _speech_started(once.speak(32, 0.9, append=user)), "one chunk over"
+    assert not _speech_started(once.speak(32, 0.9, append=syllable)), "one chunk over"
     assert not _speech_started(once.speak(96, 0.9, append=pcm16(ECHO))), "one chunk over"
+    heard = once.core._processing._double_talk
+    chunks = [heard.excess_db(end - 32, end) or 0.0 for end in range(once.now - 128, once.now, 8)]
+    assert DOUBLE_TALK_DB <= max(chunks) < RELAX_DB, "the syllable was one chunk over the echo"
     twice = _trained_on_the_echo()
-    started = _speech_started(twice.speak(64, 0.9, append=user))
+    started = _speech_started(twice.speak(160, 0.9, append=user))
     assert started or _speech_started(twice.speak(96, 0.9, append=pcm16(ECHO))), "two in a row"
 
 

@@ -88,6 +88,47 @@ def test_rule2_double_talk_is_not_learnt_as_echo() -> None:
     assert min(excesses(double_talk, 5000, 6000)[1:]) > 6.0, "three seconds of the user learnt"
 
 
+def test_rule7_a_user_who_speaks_while_a_band_learns_the_room_is_not_learnt_as_echo() -> None:
+    """Half a second into a first answer no band has learnt the room yet: a user as loud
+    as the answer in a quiet room (-20 dB) is over the bound the echo heard so far sets, is
+    kept out of the filter, and stays over the echo once the band is trained."""
+    far = speechlike(3.0, 0)
+    t = np.arange(far.size) / RATE
+    for delay_ms in (120, 250):
+        for start_s in (0.4, 0.5, 0.6):
+            user = speechlike(3.0, 3)[::-1] * (t >= start_s)
+            double_talk = DoubleTalk()
+            feed(double_talk, room(far, delay_ms, 0.1) + user, far)
+            start = round(start_s * 1000)
+            heard = excesses(double_talk, start, start + 640)
+            assert np.median(heard) > 6.0, f"{delay_ms} ms, {start_s} s in: learnt as echo {heard}"
+
+
+def test_rule8_a_band_is_not_trained_on_a_filter_that_still_under_predicts_its_echo() -> None:
+    """A loud, dry room (the echo as loud as the answer, a 5 ms tail) and an answer whose
+    syllables vary by 15 dB: the filter, learning from zero, has not caught up with the room
+    after 30 frames of echo, and a band trained then would judge the next loud syllable
+    against a prediction 6-7 dB short of it (bench.echo_offline's omni/echo/0dB-400ms-rt0.2-
+    0.1m at 0.8 s). With the band held on rule 7's bound until its filter fits, the echo alone
+    never exceeds its prediction by the 6 dB that counts as someone else (core_echo rule 10)."""
+    worst = {}
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        n = 4 * RATE
+        syllable = RATE // 4
+        loudness = 10 ** (rng.uniform(-15, 0, n // syllable + 1) / 20)
+        far = speechlike(4.0, seed) * 2 * loudness[np.arange(n) // syllable]
+        taps = np.exp(-np.arange(RATE // 20) / (RATE * 0.005)) * rng.standard_normal(RATE // 20)
+        taps /= np.sqrt(np.sum(taps**2))
+        for delay_ms in (40, 120, 250, 400):
+            delayed = np.concatenate([np.zeros(delay_ms * RATE // 1000), far])[: far.size]
+            double_talk = DoubleTalk()
+            feed(double_talk, np.convolve(delayed, taps)[: far.size], far)
+            worst[seed, delay_ms] = max(excesses(double_talk, 0, 4000))
+    over = {key: round(excess, 1) for key, excess in worst.items() if excess >= 6.0}
+    assert not over, f"the echo alone over its prediction (seed, delay ms): {over}"
+
+
 def test_rule4_bounded() -> None:
     far = speechlike(8.0, 0)
     double_talk = DoubleTalk()
