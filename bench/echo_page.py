@@ -50,6 +50,11 @@ Rules:
    the microphone opens); the offsets measured are reported.
 5. Target (cancellation on): false barge-ins from echo alone <= 2% (`FALSE_TARGET`), with its
    95% interval; machine load recorded (bench/machine_load.py).
+6. A false barge-in is traced to the chunk that started its speech: the realtime server is
+   bench/load_server.py (the same `serve()`), whose echo verdicts (orchestrator/session/echo/
+   verdict.py) are taken after each session; the first chunk heard at the page's threshold
+   (`THRESHOLD`, its form's default) is the culprit, and the notes say what each echo rule
+   measured of it and which let it through.
 
 Run: `python -m bench.echo_page --write` (writes "## Echo: the page" in docs/benchmarks.md);
 `--quick` runs three sessions (CI).
@@ -115,6 +120,7 @@ CHUNK_S = 0.08  # the null pipeline's chunk
 # the offsets measured are reported.
 LEAD_S = 0.35
 DELAY_MS = 120.0
+THRESHOLD = 0.5  # rule 6: the page's form's default (static/index.html)
 LEVELS_DB = (-10.0, 0.0)
 QUESTION = "What is the weather like in Paris?"
 
@@ -612,6 +618,32 @@ class Session:
     item: EchoItem
     cancellation: bool
     page: PageOutcome
+    culprit: dict[str, Any] | None = None  # rule 6: an echo verdict, for a false barge-in
+
+
+def culprit(verdicts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Rule 6: the first verdict whose chunk turn detection heard at the threshold."""
+    return next((v for v in verdicts if v["heard"] >= THRESHOLD), None)
+
+
+def _traced(verdict: dict[str, Any]) -> str:
+    """Rule 6: one culprit chunk as the notes say it."""
+
+    def db(key: str) -> str:
+        value = verdict[key]
+        return "-" if value is None else f"{value:.1f}"
+
+    if verdict["vouched"]:
+        passed = "vouched for by rule 13 (sure speech)"
+    else:
+        passed = "let through by rules 7, 8 and 10"
+    trained = "trained" if verdict["trained"] else "not yet trained"
+    return (
+        f"chunk ending at {verdict['chunk_end_ms']} ms of input, VAD {verdict['probability']:.2f}, "
+        f"{passed}: rule 10's excess {db('excess_db')} dB (its filter {trained}), "
+        f"microphone / cleaned / echo {db('microphone_db')} / {db('cleaned_db')} / "
+        f"{db('echo_db')} dBFS, the reference last played {verdict['since_played_ms']} ms before"
+    )
 
 
 @dataclass
@@ -674,14 +706,20 @@ def measure(run: Run, announce: Callable[[str], None] = lambda _: None) -> Measu
         servers.triton(MODELS, null_audio=write_wav(Path(temp) / "joe.wav", voice)) as triton,
     ):
         folder = Path(temp)
-        server = servers.RealtimeProcess(triton.grpc_url, "null", ready_timeout_s=60)
+        server = servers.RealtimeProcess(
+            triton.grpc_url, "null", instrumented=servers.Instrumented(), ready_timeout_s=60
+        )
         try:
             with sync_api.sync_playwright() as driver:
                 todo = items(run)
                 for n, (item, cancellation) in enumerate(todo, 1):
                     take = take_for(item, cancellation, measured.answer_s)
+                    server.ask("verdicts")  # rule 6: none but this session's
                     page = run_session(driver, server.http, take, folder)
-                    measured.sessions.append(Session(item, cancellation, page))
+                    traced = None
+                    if page.cut_by_echo:
+                        traced = culprit(server.ask("verdicts")["verdicts"])
+                    measured.sessions.append(Session(item, cancellation, page, traced))
                     measured.browser = measured.browser or page.browser
                     announce(f"{n}/{len(todo)} {item.name} {_setting(cancellation)}: {_said(page)}")
         finally:
@@ -825,6 +863,10 @@ def _notes(measured: Measured) -> list[str]:
         cut_label="Cut by echo with cancellation on (after the answer's first audio)",
         per_second=1000,  # the page's clock (rule 2)
     )
+    traced = [s for s in false if s.culprit is not None]
+    if traced:
+        lines.append("What the server's echo rules made of the chunk that started each (rule 6):")
+        lines += [f"- {s.item.name}: {_traced(s.culprit)}" for s in traced if s.culprit]
     late = [
         s for s in measured.sessions if s.item.kind == "interruption" and not s.page.errors
         and not s.page.playing_at_onset and not s.page.cut_by_echo

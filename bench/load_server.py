@@ -5,7 +5,10 @@ runs `serve()` (the production code path) with a sample sink on its latency metr
 answers commands on stdin, one JSON line each on stdout:
 - `reset`: forget the samples and start counting CPU time and wall time afresh;
 - `stats`: every sample since the reset (barge-in reaction, time to first audio, event-loop
-  lag, summed input backlog every 50 ms), CPU seconds and wall seconds since the reset, RSS.
+  lag, summed input backlog every 50 ms), CPU seconds and wall seconds since the reset, RSS;
+- `verdicts`: the echo verdicts (orchestrator/session/echo/verdict.py: what the echo rules
+  made of each VAD chunk heard over an answer's echo) since the last `verdicts` or reset, the
+  newest `VERDICTS` of them, and forgets them (bench/echo_page.py traces a cut with them).
 Its own process, so CPU and memory are the orchestrator's alone, not the load generator's.
 """
 
@@ -16,8 +19,8 @@ import json
 import os
 import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict, deque
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import trio
@@ -27,6 +30,9 @@ from orchestrator.service.config import ServiceConfig
 from orchestrator.service.metrics import Metrics
 from orchestrator.service.serve import serve
 from orchestrator.service.sessions.services import VadService
+from orchestrator.session.echo.verdict import EchoVerdict
+
+VERDICTS = 4096  # about two minutes of one session's chunks over an echo
 
 
 def rss_bytes() -> int:
@@ -47,12 +53,23 @@ class Recorder:
     cpu0: float = field(default_factory=time.process_time)
     wall0: float = field(default_factory=time.monotonic)
     snapshot: Any = None
+    verdicts: deque[EchoVerdict] = field(default_factory=lambda: deque(maxlen=VERDICTS))
 
     def sink(self, name: str, seconds: float) -> None:
         self.samples[name].append(seconds)
 
+    def verdict(self, verdict: EchoVerdict) -> None:
+        self.verdicts.append(verdict)
+
+    def taken(self) -> list[dict[str, Any]]:
+        """The verdicts kept, as JSON objects, forgotten here."""
+        taken = [asdict(v) for v in self.verdicts]
+        self.verdicts.clear()
+        return taken
+
     def reset(self) -> None:
         self.samples.clear()
+        self.verdicts.clear()
         self.cpu0 = time.process_time()
         self.wall0 = time.monotonic()
 
@@ -93,6 +110,8 @@ async def _commands(metrics: Metrics, recorder: Recorder, cancel: trio.CancelSco
                 print(json.dumps({"ok": True}), flush=True)
             elif command == "stats":
                 print(json.dumps(recorder.stats(metrics)), flush=True)
+            elif command == "verdicts":
+                print(json.dumps({"verdicts": recorder.taken()}), flush=True)
             elif command == "trace":
                 # Where memory grew since the last `trace` (run with PYTHONTRACEMALLOC=25).
                 import tracemalloc
@@ -113,7 +132,7 @@ async def _commands(metrics: Metrics, recorder: Recorder, cancel: trio.CancelSco
 
 async def main(config: ServiceConfig, vad_kind: str) -> None:
     recorder = Recorder()
-    metrics = Metrics(sample_sink=recorder.sink)
+    metrics = Metrics(sample_sink=recorder.sink, verdict_sink=recorder.verdict)
     vad: VadService | None = InProcessVad() if vad_kind == "inprocess" else None
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:

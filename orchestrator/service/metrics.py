@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from orchestrator.session.echo.verdict import EchoVerdict
+
 # Seconds; barge-in reactions are milliseconds, first audio hundreds of milliseconds.
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -14,12 +16,16 @@ _LATENCY_BUCKETS = (
 )  # fmt: skip
 # Given (metric name, seconds) for every latency observed: exact percentiles for benchmarks.
 SampleSink = Callable[[str, float], None]
+# Given every echo verdict (a VAD chunk heard over the echo, orchestrator/session/echo/verdict.py):
+# for benchmarks that trace a cut to the rule that let it through.
+VerdictSink = Callable[[EchoVerdict], None]
 
 
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     sample_sink: SampleSink | None = None
+    verdict_sink: VerdictSink | None = None
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -68,6 +74,13 @@ class Metrics:
             "turntaker_preemptive_responses",
             "Preemptive responses started, used (adopted at the commit) and dropped",
             ["outcome"],
+            registry=r,
+        )
+        self.echo_chunks = Counter(
+            "turntaker_echo_chunks",
+            "VAD chunks heard over the answer's echo (echo cancellation on), by the echo rule "
+            'that held each under the threshold (7, 8, 10; one count per rule) or "none"',
+            ["held_by"],
             registry=r,
         )
         self.time_to_first_audio = Histogram(
@@ -166,6 +179,12 @@ class Metrics:
         histogram.observe(seconds)
         if self.sample_sink is not None:
             self.sample_sink(name, seconds)
+
+    def echo_verdict(self, verdict: EchoVerdict) -> None:
+        for rule in verdict.held_by or ("none",):
+            self.echo_chunks.labels(str(rule)).inc()
+        if self.verdict_sink is not None:
+            self.verdict_sink(verdict)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -273,7 +273,9 @@ class SessionCore:
         if isinstance(event, SpeechProbabilities):
             vad = self.settings.turn_detection
             threshold = vad.threshold if vad is not None else 0.5
-            heard = self._processing.over_echo(event, threshold)
+            heard, verdicts = self._processing.over_echo(event, threshold)
+            for verdict in verdicts:
+                self._out.note(verdict)
             self._ask(self._turns.speech_probabilities(heard))
         elif isinstance(event, VadDown):
             self._turns.vad_unavailable(event.reason)

@@ -144,6 +144,7 @@ from orchestrator.session.echo.no_echo import NoEcho
 from orchestrator.session.echo.processors import Canceller, Pcm, Processors, Suppressor
 from orchestrator.session.echo.residual import MARGIN_DB, EchoLevel, InputLevels
 from orchestrator.session.echo.sure_speech import SureSpeech
+from orchestrator.session.echo.verdict import EchoRule, EchoVerdict
 from orchestrator.session.inputs import SpeechProbabilities
 
 __all__ = ["InputDsp", "InputProcessing", "check"]
@@ -412,11 +413,15 @@ class InputProcessing:
                 if owner is not None:  # an item with no audio sent has none to clear
                     far.clear(owner)
 
-    def over_echo(self, answer: SpeechProbabilities, threshold: float) -> SpeechProbabilities:
-        """Rules 7 and 8: the VAD's answer as turn detection hears it."""
+    def over_echo(
+        self, answer: SpeechProbabilities, threshold: float
+    ) -> tuple[SpeechProbabilities, tuple[EchoVerdict, ...]]:
+        """Rules 7, 8, 10 and 13: the VAD's answer as turn detection hears it, and a verdict
+        for each chunk within the echo's tail (echo/verdict.py)."""
         if self._far is None or not self._played_at:
-            return answer
+            return answer, ()
         heard = []
+        verdicts = []
         for probability, end_ms in zip(answer.probabilities, answer.chunk_end_ms, strict=True):
             since = self._since_played(end_ms)
             if since is None or since > ECHO_TAIL_MS:
@@ -430,8 +435,10 @@ class InputProcessing:
             barely = over and excess is not None and excess < RELAX_DB
             over_alone = barely and not self._over_before
             self._over_before = over
-            if not self._sure.add(probability, excess):  # rule 13
-                levels = self._levels.level(end_ms - CHUNK_MS, end_ms)
+            levels = self._levels.level(end_ms - CHUNK_MS, end_ms)
+            held: tuple[EchoRule, ...] = ()
+            vouched = self._sure.add(probability, excess)  # rule 13
+            if not vouched:
                 if levels is not None and since <= ECHO_FRESH_MS and probability < threshold:
                     self._echo_level.echo_only(levels[0])
                 # Rule 8's margin widens where rule 10 hears clearly more than the echo.
@@ -440,11 +447,33 @@ class InputProcessing:
                 quiet = levels is not None and not self._echo_level.loud_enough(levels[1], margin)
                 echo_alone = (excess is not None and not over) or over_alone
                 unclear = probability < ECHO_SPEECH and (excess is None or excess < RELAX_DB)
-                if unclear or quiet or echo_alone:
-                    probability = min(probability, ECHO_SPEECH) * threshold / ECHO_SPEECH
-                    probability = min(probability, threshold * 0.999)
-            heard.append(probability)
-        return SpeechProbabilities(tuple(heard), answer.chunk_end_ms)
+                tests: tuple[tuple[EchoRule, bool], ...] = (
+                    (7, unclear),
+                    (8, quiet),
+                    (10, echo_alone),
+                )
+                held = tuple(rule for rule, holds in tests if holds)
+            counted = probability
+            if held:
+                counted = min(probability, ECHO_SPEECH) * threshold / ECHO_SPEECH
+                counted = min(counted, threshold * 0.999)
+            heard.append(counted)
+            verdicts.append(
+                EchoVerdict(
+                    end_ms,
+                    probability,
+                    counted,
+                    since,
+                    excess,
+                    None if levels is None else levels[0],
+                    None if levels is None else levels[1],
+                    self._echo_level.level_db,
+                    self._double_talk.trained,
+                    held,
+                    vouched,
+                )
+            )
+        return SpeechProbabilities(tuple(heard), answer.chunk_end_ms), tuple(verdicts)
 
     def _since_played(self, at_ms: int) -> int | None:
         """How long before `at_ms` the reference last had sound (0 while it has); None if not

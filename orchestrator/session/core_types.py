@@ -3,8 +3,8 @@ and the error codes it uses (docs/protocol.md).
 
 A `Step` keeps server events and actions apart; the session actor carries out the actions
 before it queues the events (orchestrator/session/actions.py says why). Its `notes` say what was
-decided that no event shows (why a turn ended, what became of a preemptive response): for
-metrics only, nothing acts on them.
+decided that no event shows (why a turn ended, what became of a preemptive response, what the
+echo rules made of a VAD chunk): for metrics only, nothing acts on them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from orchestrator.protocol.errors import ProtocolError
 from orchestrator.protocol.session_config import SessionConfig
 from orchestrator.session.actions import Action
 from orchestrator.session.echo.processors import Processors
+from orchestrator.session.echo.verdict import EchoVerdict
 from orchestrator.session.echo.webrtc import WebRtcProcessors
 from orchestrator.session.history import conversation as conv
 from orchestrator.session.inputs import (
@@ -104,7 +105,8 @@ class PreemptNoted:
     reason: PreemptDropReason | None = None
 
 
-Note = TurnEnded | PreemptNoted
+# EchoVerdict: echo/verdict.py, one per VAD chunk heard over the echo.
+Note = TurnEnded | PreemptNoted | EchoVerdict
 
 
 @dataclass(frozen=True, slots=True)

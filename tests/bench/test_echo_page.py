@@ -121,6 +121,37 @@ def test_a_false_barge_in_misses_the_target_and_is_named() -> None:
     assert "Cut by echo with cancellation on" in section and "at 0.40 s" in section
 
 
+def _verdict(end_ms: int, heard: float, held_by: list[int]) -> dict[str, object]:
+    """An echo verdict as bench/load_server.py's `verdicts` sends it."""
+    return {
+        "chunk_end_ms": end_ms,
+        "probability": 0.93,
+        "heard": heard,
+        "since_played_ms": 0,
+        "excess_db": 7.4,
+        "microphone_db": -21.0,
+        "cleaned_db": -24.5,
+        "echo_db": None,
+        "trained": True,
+        "held_by": held_by,
+        "vouched": False,
+    }
+
+
+def test_rule6_a_false_barge_in_is_traced_to_the_chunk_that_started_its_speech() -> None:
+    verdicts = [_verdict(4800, 0.49, [7]), _verdict(4832, 0.93, []), _verdict(4864, 0.95, [])]
+    assert echo_page.culprit(verdicts) == verdicts[1]
+    assert echo_page.culprit(verdicts[:1]) is None, "nothing at the threshold: no culprit"
+    measured = _measured()
+    measured.sessions[0].page = _echo_alone(1400.0)
+    measured.sessions[0].culprit = verdicts[1]
+    section = echo_page.table(echo_page.QUICK, measured, "python -m bench.echo_page --quick")
+    [line] = [x for x in section.splitlines() if "chunk ending at 4832 ms" in x]
+    assert line.startswith(f"- {measured.sessions[0].item.name}: "), line
+    assert "VAD 0.93, let through by rules 7, 8 and 10" in line
+    assert "excess 7.4 dB (its filter trained)" in line and "-21.0 / -24.5 / - dBFS" in line
+
+
 def test_a_wrong_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         echo_page.main(["--levels", "loud"])

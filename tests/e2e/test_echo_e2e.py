@@ -7,14 +7,18 @@ speakerphone client the echo bench measures with (bench/speakerphone.py).
 - Echo cancellation on (the client acknowledging playback as docs/protocol.md asks of a
   speakerphone): the same echo never starts speech; the answer plays to its end.
 - On, and the user really speaks over the echo: that interrupts at once.
+- On, the server's /metrics counts the chunks heard over the echo by the echo rule that held
+  each (`turntaker_echo_chunks_total`): an operator sees which rule keeps the echo out.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.rooms import EchoPath, Room
 from bench.speakerphone import Speakerphone
@@ -98,6 +102,17 @@ def _timeline(session: RawSession) -> list[str]:
     return out
 
 
+def _echo_chunks(server: BackgroundServer) -> dict[str, float]:
+    """`turntaker_echo_chunks_total` by its `held_by` label."""
+    text = httpx.get(f"{server.http_url}/metrics", timeout=10).text
+    return {
+        sample.labels["held_by"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "turntaker_echo_chunks_total"
+    }
+
+
 def _speech_starts_after(session: RawSession, index: int) -> list[dict[str, Any]]:
     return [e for e in session.events[index:] if e["type"] == "input_audio_buffer.speech_started"]
 
@@ -106,6 +121,7 @@ def _speech_starts_after(session: RawSession, index: int) -> list[dict[str, Any]
 def test_the_answer_s_own_echo_barges_in_only_without_cancellation(
     realtime_server: BackgroundServer, echo: bool
 ) -> None:
+    counted = _echo_chunks(realtime_server)
     with raw_session(realtime_server.url) as session:
         _configure(session, echo)
         phone = _phone(session)
@@ -137,6 +153,10 @@ def test_the_answer_s_own_echo_barges_in_only_without_cancellation(
             assert done and done[0]["response"]["status"] in ENDED, done
             assert not [e for e in session.of("output_audio_buffer.cleared")]
             assert phone.played_samples > RATE, "the answer played (more than a second)"
+            now = _echo_chunks(realtime_server)
+            held = {rule: now.get(rule, 0.0) - counted.get(rule, 0.0) for rule in ("7", "8", "10")}
+            # A second of echo is 31 chunks: each held by some rule, or under the threshold.
+            assert max(held.values()) >= 10, f"the echo rules held {held}"
 
 
 def test_a_real_interruption_over_the_echo_still_interrupts(

@@ -4,9 +4,9 @@ Observation only: nothing here decides. Barge-in latency runs from the VAD's ans
 step that cleared the client's audio; time to first audio from `response.created` to the
 first audio delta (a cascade response's wait for its turn's transcript included). Pause
 mode's decisions are counted from `overlap.decision` (those whose `transcript` is null also as
-made without a transcript). The end of each VAD turn (by cause) and what became of each
-preemptive response come from the step's notes. State is one timestamp per response in
-flight, dropped at its `response.done`.
+made without a transcript). The end of each VAD turn (by cause), what became of each
+preemptive response and which echo rule held each chunk heard over the echo come from the
+step's notes. State is one timestamp per response in flight, dropped at its `response.done`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from orchestrator.protocol import server as se
 from orchestrator.service.metrics import Metrics
 from orchestrator.session.core import Step
 from orchestrator.session.core_types import PreemptNoted, TurnEnded
+from orchestrator.session.echo.verdict import EchoVerdict
 
 
 class SessionMetrics:
@@ -35,6 +36,8 @@ class SessionMetrics:
                 self._metrics.end_of_turn.labels(note.cause).inc()
             elif isinstance(note, PreemptNoted):
                 self._metrics.preemptive_responses.labels(note.outcome).inc()
+            elif isinstance(note, EchoVerdict):
+                self._metrics.echo_verdict(note)
 
     def sent(self, event: se.ServerEvent) -> None:
         if isinstance(event, se.ResponseCreated):

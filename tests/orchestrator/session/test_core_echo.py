@@ -27,6 +27,7 @@ from orchestrator.session.core import CoreConfig, SessionCore, Step
 from orchestrator.session.core_echo import DOUBLE_TALK_DB, RELAX_DB
 from orchestrator.session.echo.processors import Canceller, Pcm, Suppressor
 from orchestrator.session.echo.sure_speech import SURE_CHUNKS
+from orchestrator.session.echo.verdict import EchoVerdict
 from orchestrator.session.inputs import BackendAudio
 from tests.orchestrator.session.core_driver import CoreDriver, of, types
 
@@ -598,3 +599,46 @@ def test_rule13_a_residual_the_echo_explains_never_counts_however_sure() -> None
     driver = _trained_on_the_echo()
     residual = pcm16(ECHO)
     assert not _speech_started(driver.speak(4 * SURE_CHUNKS * 32, 0.995, append=residual))
+
+
+def _verdicts(step: Step) -> list[EchoVerdict]:
+    return [note for note in step.notes if isinstance(note, EchoVerdict)]
+
+
+def test_verdict_rule2_each_chunk_over_the_echo_names_the_rules_that_held_it() -> None:
+    """echo/verdict.py: the echo at 0.7 is held by rule 7 (not clearly speech), rule 8 (the
+    canceller took it: what is left is far under the echo's level) and rule 10 (nothing over
+    the echo's prediction); a user's band 10 dB over it at 0.7 is held by none and heard as
+    scored, with rule 10's excess on its verdict."""
+    driver = _trained_on_the_echo()
+    echo = _verdicts(driver.speak(96, 0.7, append=pcm16(ECHO)))
+    assert [v.held_by for v in echo] == [(7, 8, 10)] * 3, echo
+    assert all(v.heard < 0.5 and v.probability == 0.7 and v.trained for v in echo)
+    user = _verdicts(driver.speak(128, 0.7, append=pcm16(ECHO + tones((1000, 6000)))))
+    counted = [v for v in user if not v.held_by]
+    assert counted, user
+    assert counted[0].heard == 0.7
+    assert counted[0].excess_db is not None and counted[0].excess_db >= RELAX_DB
+
+
+def test_verdict_rule2_a_run_of_sure_speech_is_vouched_for() -> None:
+    """Rule 13's run lets a chunk through whatever rules 7, 8 and 10 say: its verdict says
+    so, and names no rule that held it."""
+    driver = _trained_on_the_echo()
+    onset = pcm16(ECHO + tones((4000, 400)))  # 3.2-6.4 kHz: 6 dB over the 200 there
+    driver.speak(32, 0.995, append=onset)
+    held = _verdicts(driver.speak((SURE_CHUNKS - 2) * 32, 0.995, append=pcm16(ECHO)))
+    assert all(v.held_by and not v.vouched for v in held), held
+    [last] = _verdicts(driver.speak(32, 0.995, append=pcm16(ECHO)))
+    assert last.vouched and last.held_by == () and last.heard == 0.995
+
+
+def test_verdict_rule1_past_the_echo_s_tail_a_chunk_gets_none() -> None:
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    short = np.full(2400, 3000, dtype="<i2").tobytes()  # 100 ms of answer
+    driver.handle(BackendAudio(start.response_id, start.seq, short))
+    assert _verdicts(driver.speak(256, 0.7))
+    driver.speak(1024, 0.0)  # the answer and its echo tail are over
+    assert not _verdicts(driver.speak(96, 0.7))
