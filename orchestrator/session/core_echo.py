@@ -123,6 +123,13 @@ Rules:
    Measured (bench.load, clients with no echo, echo on, 5 sessions): barge-in at the client
    117 -> 30 ms median (echo off: 14; a session's first answer has no verdict yet); in
    memory (bench.echo_offline) no session over an echo changed.
+15. Each chunk rules 7-13 judge (one that ends within `ECHO_TAIL_MS` of the reference) gets a
+   verdict (echo/verdict.py): their measures, which of them held it and when an ACK last
+   moved the reference, returned beside the VAD's answer as turn detection hears it, for the
+   session's notes. The rules only scale a
+   probability; without it a cut could not be traced to the rule that let its chunk
+   through (bench/echo_page.py rule 6), nor could a deployment see which rule keeps its echo
+   out (the service's `turntaker_echo_chunks_total`).
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
@@ -416,8 +423,8 @@ class InputProcessing:
     def over_echo(
         self, answer: SpeechProbabilities, threshold: float
     ) -> tuple[SpeechProbabilities, tuple[EchoVerdict, ...]]:
-        """Rules 7, 8, 10 and 13: the VAD's answer as turn detection hears it, and a verdict
-        for each chunk within the echo's tail (echo/verdict.py)."""
+        """Rules 7, 8, 10 and 13: the VAD's answer as turn detection hears it, and rule 15's
+        verdict for each chunk within the echo's tail."""
         if self._far is None or not self._played_at:
             return answer, ()
         heard = []
@@ -471,9 +478,18 @@ class InputProcessing:
                     self._double_talk.trained,
                     held,
                     vouched,
+                    *self._moved(end_ms),
                 )
             )
         return SpeechProbabilities(tuple(heard), answer.chunk_end_ms), tuple(verdicts)
+
+    def _moved(self, at_ms: int) -> tuple[int | None, int]:
+        """Rule 15: how long before `at_ms` an ACK last moved the reference, and by how much
+        (ms)."""
+        far = self._far
+        if far is None or far.moved_at is None:
+            return None, 0
+        return at_ms - far.moved_at * 1000 // RATE, far.moved_by * 1000 // RATE
 
     def _since_played(self, at_ms: int) -> int | None:
         """How long before `at_ms` the reference last had sound (0 while it has); None if not

@@ -150,6 +150,9 @@ def test_rule6_a_false_barge_in_is_traced_to_the_chunk_that_started_its_speech()
     assert line.startswith(f"- {measured.sessions[0].item.name}: "), line
     assert "VAD 0.93, let through by rules 7, 8 and 10" in line
     assert "excess 7.4 dB (its filter trained)" in line and "-21.0 / -24.5 / - dBFS" in line
+    assert line.endswith("never moved by an ACK"), line
+    moved = verdicts[1] | {"reference_moved_ms": 40, "reference_moved_by_ms": -12}
+    assert echo_page._traced(moved).endswith("last moved -12 ms by an ACK 40 ms before")
 
 
 def test_a_wrong_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -48,7 +48,9 @@ Rules:
    player moved (a stall of one of its ticks), the reference follows at once and the echo
    path the canceller learnt stays as it was, so any difference over `fine_tolerance` is
    corrected (bench/echo.py: false barge-ins from echo alone fell from 5-25% to 0% offline
-   with ACKs every 20-100 ms).
+   with ACKs every 20-100 ms). The last move is kept (`moved_at`, where on the input
+   timeline; `moved_by`, samples later, negative if earlier) for the echo verdicts: the
+   canceller and echo/double_talk.py's filter both learnt the path before it.
 6. Bounded: at most `max_ahead` samples wait to be played; audio sent beyond that is dropped
    (a client cannot buffer minutes of answer ahead of its playback anyway).
 
@@ -87,6 +89,8 @@ class FarEnd:
         "_slack",
         "_start",
         "_tolerance",
+        "moved_at",
+        "moved_by",
         "position",
     )
 
@@ -114,6 +118,8 @@ class FarEnd:
         # Where the head of _pending plays; None while nothing plays (rule 2's wait, rule 3).
         self._start: int | None = None
         self._paused = False
+        self.moved_at: int | None = None  # rule 5: the last move, where and by how much
+        self.moved_by = 0
 
     @property
     def queued(self) -> int:
@@ -181,6 +187,7 @@ class FarEnd:
         if abs(theirs - ours) <= (self._fine_tolerance if often else self._tolerance):
             return
         start = self._start + (ours - theirs)
+        self.moved_at, self.moved_by = now, ours - theirs
         if start < self.position:
             # The client is ahead: what it has played already is not played again.
             self._skip(self.position - start)

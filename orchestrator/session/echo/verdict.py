@@ -14,7 +14,9 @@ Rules:
    whatever they said (`held_by` is then empty).
 3. The measures are the rules' own, None where a rule had none: rule 10's excess over the
    predicted echo (dB), rule 8's microphone, cleaned and echo levels (dBFS), rule 10's filter
-   trained on every band or not.
+   trained on every band or not; and how long before the chunk's end a playback ACK last
+   moved the reference, and by how much (far_end.py rule 5; None: never), since the
+   canceller and rule 10's filter learnt the echo's path where the reference stood before.
 Pure data: no clock, no I/O.
 """
 
@@ -41,3 +43,5 @@ class EchoVerdict:
     trained: bool
     held_by: tuple[EchoRule, ...] = ()
     vouched: bool = False
+    reference_moved_ms: int | None = None  # before the chunk's end; None: never moved
+    reference_moved_by_ms: int = 0  # later (negative: earlier)

@@ -266,12 +266,18 @@ def test_rule7_over_the_echo_only_clear_speech_starts_a_turn(echo: bool) -> None
         assert _speech_started(driver.speak(96, 0.97, append=voice())), "a user over the echo"
 
 
-def test_rule7_after_the_echo_tail_the_plain_threshold_counts_again() -> None:
+def _short_answer_playing() -> CoreDriver:
+    """Echo cancellation on and 100 ms of an answer sent."""
     driver = core(Recorded())
     update(driver, echo_cancellation=EchoCancellation())
     start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
     short = np.full(2400, 3000, dtype="<i2").tobytes()  # 100 ms of answer
     driver.handle(BackendAudio(start.response_id, start.seq, short))
+    return driver
+
+
+def test_rule7_after_the_echo_tail_the_plain_threshold_counts_again() -> None:
+    driver = _short_answer_playing()
     assert not _speech_started(driver.speak(256, 0.7))
     driver.speak(1024, 0.0)  # the answer and its echo tail are over
     assert _speech_started(driver.speak(96, 0.7))
@@ -634,11 +640,24 @@ def test_verdict_rule2_a_run_of_sure_speech_is_vouched_for() -> None:
 
 
 def test_verdict_rule1_past_the_echo_s_tail_a_chunk_gets_none() -> None:
-    driver = core(Recorded())
-    update(driver, echo_cancellation=EchoCancellation())
-    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
-    short = np.full(2400, 3000, dtype="<i2").tobytes()  # 100 ms of answer
-    driver.handle(BackendAudio(start.response_id, start.seq, short))
+    driver = _short_answer_playing()
     assert _verdicts(driver.speak(256, 0.7))
     driver.speak(1024, 0.0)  # the answer and its echo tail are over
     assert not _verdicts(driver.speak(96, 0.7))
+
+
+def test_verdict_rule3_it_says_when_an_ack_last_moved_the_reference() -> None:
+    """Rule 15 with far_end.py rule 5: an ACK that moves the reference shows on the verdicts
+    after it, how long before each chunk and by how much."""
+    driver = core(Recorded())
+    update(driver, echo_cancellation=EchoCancellation())
+    start = of(driver.handle(ce.ResponseCreate()), StartBackend)[0]
+    loud = np.full(24000 * 2, 3000, dtype="<i2").tobytes()
+    driver.handle(BackendAudio(start.response_id, start.seq, loud))
+    before = _verdicts(driver.speak(320, 0.1))
+    assert before and all(v.reference_moved_ms is None for v in before)
+    # The client says it has played nothing yet at the input's current sample: 200 ms late.
+    driver.handle(ce.PlaybackAck(response_id=start.response_id, played_ms=0, input_ms=320.0))
+    after = _verdicts(driver.speak(96, 0.1))
+    assert after and all(v.reference_moved_by_ms > 0 for v in after), after
+    assert [v.reference_moved_ms for v in after] == [v.chunk_end_ms - 320 for v in after]

@@ -99,6 +99,19 @@ def test_rule5_a_client_behind_delays_the_rest() -> None:
     assert out[240:].tolist() == list(range(481, 541))
 
 
+def test_rule5_the_last_move_is_kept_where_and_by_how_much() -> None:
+    far = FarEnd(max_ahead=RATE, tolerance=480)
+    far.sent("r1", ramp(0, 4000), 0)
+    far.take(1000)
+    far.played("r1", 30, RATE)  # within the tolerance: no move
+    assert far.moved_at is None and far.moved_by == 0
+    far.played("r1", 10, RATE)  # the client has played 240 of the 1000: 760 later
+    assert (far.moved_at, far.moved_by) == (1000, 760)
+    far.take(1000)
+    far.played("r1", 100, RATE, at=2100)  # 2400 played; the reference says 1240 + 100
+    assert (far.moved_at, far.moved_by) == (2100, -1060)
+
+
 def test_rule5_an_ack_of_another_response_changes_nothing() -> None:
     far = FarEnd(max_ahead=RATE)
     far.sent("r2", ramp(0, 100), 0)
