@@ -126,10 +126,9 @@ Rules:
 15. Each chunk rules 7-13 judge (one that ends within `ECHO_TAIL_MS` of the reference) gets a
    verdict (echo/verdict.py): their measures, which of them held it and when an ACK last
    moved the reference, returned beside the VAD's answer as turn detection hears it, for the
-   session's notes. The rules only scale a
-   probability; without it a cut could not be traced to the rule that let its chunk
-   through (bench/echo_page.py rule 6), nor could a deployment see which rule keeps its echo
-   out (the service's `turntaker_echo_chunks_total`).
+   session's notes. The rules only scale a probability; without the verdict a cut could not
+   be traced to the rule that let its chunk through (bench/echo_page.py rule 6), nor could a
+   deployment see which rule keeps its echo out (the service's `turntaker_echo_chunks_total`).
 Pure: numbers and bytes in and out; the DSP is handed in (echo/processors.py).
 """
 
@@ -465,20 +464,22 @@ class InputProcessing:
                 counted = min(probability, ECHO_SPEECH) * threshold / ECHO_SPEECH
                 counted = min(counted, threshold * 0.999)
             heard.append(counted)
+            moved_ms, moved_by_ms = self._moved(end_ms)
             verdicts.append(
                 EchoVerdict(
-                    end_ms,
-                    probability,
-                    counted,
-                    since,
-                    excess,
-                    None if levels is None else levels[0],
-                    None if levels is None else levels[1],
-                    self._echo_level.level_db,
-                    self._double_talk.trained,
-                    held,
-                    vouched,
-                    *self._moved(end_ms),
+                    chunk_end_ms=end_ms,
+                    probability=probability,
+                    heard=counted,
+                    since_played_ms=since,
+                    excess_db=excess,
+                    microphone_db=None if levels is None else levels[0],
+                    cleaned_db=None if levels is None else levels[1],
+                    echo_db=self._echo_level.level_db,
+                    trained=self._double_talk.trained,
+                    held_by=held,
+                    vouched=vouched,
+                    reference_moved_ms=moved_ms,
+                    reference_moved_by_ms=moved_by_ms,
                 )
             )
         return SpeechProbabilities(tuple(heard), answer.chunk_end_ms), tuple(verdicts)

@@ -86,16 +86,19 @@ class EchoLevel:
 
     def __init__(self) -> None:
         self._history: deque[float] = deque(maxlen=HISTORY)
+        # The level as of the last `echo_only`: asked once or twice a chunk (rule 8 and the
+        # chunk's verdict), it changes only with the history.
+        self._level: float | None = None
 
     def echo_only(self, microphone_db: float) -> None:
         """A chunk in which only the echo (and the room) was heard."""
         self._history.append(microphone_db)
+        if len(self._history) >= MIN_HISTORY:
+            self._level = _percentile(sorted(self._history), PERCENTILE)
 
     @property
     def level_db(self) -> float | None:
-        if len(self._history) < MIN_HISTORY:
-            return None
-        return _percentile(sorted(self._history), PERCENTILE)
+        return self._level
 
     def loud_enough(self, cleaned_db: float, margin_db: float = MARGIN_DB) -> bool:
         level = self.level_db
