@@ -723,11 +723,10 @@ def measure(run: Run, announce: Callable[[str], None] = lambda _: None) -> Measu
                 todo = items(run)
                 for n, (item, cancellation) in enumerate(todo, 1):
                     take = take_for(item, cancellation, measured.answer_s)
-                    server.ask("verdicts")  # rule 6: none but this session's
                     page = run_session(driver, server.http, take, folder)
-                    traced = None
-                    if page.cut_by_echo:
-                        traced = culprit(server.ask("verdicts")["verdicts"])
+                    # Rule 6: the verdicts since the last session's are this session's.
+                    verdicts = server.ask("verdicts")["verdicts"]
+                    traced = culprit(verdicts) if page.cut_by_echo else None
                     measured.sessions.append(Session(item, cancellation, page, traced))
                     measured.browser = measured.browser or page.browser
                     announce(f"{n}/{len(todo)} {item.name} {_setting(cancellation)}: {_said(page)}")
@@ -872,10 +871,10 @@ def _notes(measured: Measured) -> list[str]:
         cut_label="Cut by echo with cancellation on (after the answer's first audio)",
         per_second=1000,  # the page's clock (rule 2)
     )
-    traced = [s for s in false if s.culprit is not None]
+    traced = [f"- {s.item.name}: {_traced(s.culprit)}" for s in false if s.culprit is not None]
     if traced:
         lines.append("What the server's echo rules made of the chunk that started each (rule 6):")
-        lines += [f"- {s.item.name}: {_traced(s.culprit)}" for s in traced if s.culprit]
+        lines += traced
     late = [
         s for s in measured.sessions if s.item.kind == "interruption" and not s.page.errors
         and not s.page.playing_at_onset and not s.page.cut_by_echo

@@ -178,9 +178,10 @@ def _frames(
             trained = learnt[b] >= TRAINED
             expected = echo
             if not trained:  # rule 7: a bound until the band is trained
-                expected = max(expected, loudest)
                 if learnt[b] >= GAIN_FRAMES:
                     expected = min(1.0, GAIN_MARGIN * gain[b]) * loudest
+                else:
+                    expected = max(expected, loudest)
             elif gain[b] <= QUIET_ROOM:  # rule 5
                 expected = max(expected, gain[b] * loudest)
             predicted[n, b] = expected
